@@ -1,0 +1,104 @@
+# dstack-healthd. `make` builds build/dstack-healthd; `make asan` the same with
+# AddressSanitizer and UBSan in build-asan/; `make test` runs every test with
+# both; `make run` serves a verdict from the example config.
+VERSION := 0.1.0
+REV := git:$(shell git rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
+ifeq ($(REV),git:)
+REV := git:unknown
+endif
+
+.DEFAULT_GOAL := all
+BUILD ?= build
+CC ?= cc
+PROTOC_C ?= protoc-c
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes \
+	-Wstrict-prototypes -Wno-unused-parameter
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+ifeq ($(SAN),1)
+OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+SANLD := -fsanitize=address,undefined
+else
+OPT := -O2 -g
+SANLD :=
+endif
+
+# Build dependencies, found once per build folder: build-aux/deps.sh installs
+# what is missing (as root on Debian) or names it, then we ask pkg-config.
+$(BUILD)/config.mk: build-aux/deps.sh
+	@mkdir -p $(BUILD)
+	@build-aux/deps.sh build
+	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags libmicrohttpd libprotobuf-c libsystemd)"; \
+	   echo "PKG_LIBS := $$(pkg-config --libs libmicrohttpd libprotobuf-c libsystemd) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread -lm"; \
+	} > $@.tmp && mv $@.tmp $@
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+-include $(BUILD)/config.mk
+endif
+
+CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen \
+	-DHEALTHD_VERSION='"$(VERSION)"' -DHEALTHD_REV='"$(REV)"'
+CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
+LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
+LDLIBS += $(PKG_LIBS)
+
+PROTOS := $(wildcard rpc/*.proto)
+GEN_C := $(PROTOS:rpc/%.proto=$(BUILD)/gen/%.pb-c.c)
+GEN_H := $(GEN_C:.c=.h)
+LIB_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c rpc/*.c runtime/*.c statusfile/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard tests/helpers/*.c))
+
+.PHONY: all asan test run clean deps
+.SECONDARY:
+all: $(BUILD)/dstack-healthd $(TEST_BINS) $(TEST_HELPERS)
+
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: rpc/%.proto $(BUILD)/config.mk
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) --c_out=$(BUILD)/gen -Irpc $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libhealthd.a: $(LIB_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/dstack-healthd: $(BUILD)/obj/agent/main.o $(BUILD)/libhealthd.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libhealthd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	build-aux/deps.sh build test
+
+# Everything, with the sanitizer build too; ends with "N passed, N failed".
+test:
+	@build-aux/deps.sh build test
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory asan
+	@tests/run build build-asan
+
+run: all
+	@build-aux/run-example.sh $(BUILD)/dstack-healthd
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

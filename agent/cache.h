@@ -1,0 +1,42 @@
+/* The verdict cache: the one thing the refresh thread and the HTTP thread
+ * share. The refresh thread builds a complete, immutable snapshot (the verdict
+ * already encoded for every response mode) and publishes it with a pointer
+ * swap; the HTTP thread takes a reference, answers from the ready bytes, and
+ * drops the reference. A lock is held only for the swap or for taking a
+ * reference, never across I/O or encoding. */
+#ifndef HEALTHD_CACHE_H
+#define HEALTHD_CACHE_H
+
+#include <stdint.h>
+
+#include "verdict.h"
+
+struct rpc_encoded; /* rpc/encode.h: the verdict as ready responses */
+
+struct snapshot {
+	struct verdict verdict;
+	int64_t mono_ms; /* CLOCK_MONOTONIC ms at which the verdict was judged */
+	struct rpc_encoded *enc;
+	unsigned refs; /* atomic */
+};
+
+/* Takes ownership of *v (it is left initialised and empty) and encodes it.
+ * Returns NULL on ENOMEM. One reference, owned by the caller. */
+struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms);
+struct snapshot *snapshot_ref(struct snapshot *s);
+void snapshot_unref(struct snapshot *s);
+
+struct cache;
+
+/* initial: the first snapshot (the "not determined yet" verdict); the cache
+ * takes the caller's reference. NULL on ENOMEM. */
+struct cache *cache_new(struct snapshot *initial);
+void cache_free(struct cache *c);
+
+/* Replaces the current snapshot; takes the caller's reference to s. */
+void cache_publish(struct cache *c, struct snapshot *s);
+
+/* The current snapshot with a new reference; never NULL. */
+struct snapshot *cache_acquire(struct cache *c);
+
+#endif

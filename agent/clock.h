@@ -1,0 +1,25 @@
+#ifndef HEALTHD_CLOCK_H
+#define HEALTHD_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds on CLOCK_MONOTONIC: deadlines and ages. */
+static inline int64_t clock_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left until deadline (monotonic ms), at least 0, at most INT32_MAX
+ * so that it fits poll(2)'s timeout. */
+static inline int clock_left_ms(int64_t deadline)
+{
+	int64_t left = deadline - clock_mono_ms();
+	if (left < 0)
+		return 0;
+	return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+#endif

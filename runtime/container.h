@@ -1,0 +1,50 @@
+/* What a container runtime says about one container of the app's Compose
+ * project, in a form both backends (Docker, nerdctl) fill and the pure judge
+ * reads. */
+#ifndef HEALTHD_CONTAINER_H
+#define HEALTHD_CONTAINER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../agent/verdict.h"
+
+#define COMPOSE_ENTRY "<compose>"
+#define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
+#define COMPOSE_ONEOFF_LABEL "com.docker.compose.oneoff"
+
+struct container {
+	char *id;
+	char *name;   /* without Docker's leading slash */
+	char *state;  /* State.Status: "running", "exited", "paused", ... */
+	bool running; /* State.Running (Docker also sets it while paused) */
+	bool paused;  /* State.Paused */
+	char *health; /* State.Health.Status; NULL when State.Health is absent */
+	/* Nanoseconds since the epoch; 0 when unknown. Used for the rule that a
+	 * health result older than the current start is no evidence. */
+	int64_t started_at_ns;    /* State.StartedAt */
+	int64_t health_log_end_ns; /* End of the newest State.Health.Log entry */
+	bool oneoff;               /* com.docker.compose.oneoff=True */
+};
+
+struct container_list {
+	struct container *v;
+	size_t n, cap;
+};
+
+/* Appends a zeroed container and returns it, or NULL on ENOMEM. */
+struct container *container_list_add(struct container_list *l);
+void container_list_free(struct container_list *l);
+void container_free(struct container *c);
+
+/* Pure: the verdict for the containers of one project (spec, "Default:
+ * container healthchecks"; DESIGN.md §4). out must be initialised. -ENOMEM. */
+int containers_judge(const struct container_list *l, struct verdict *out);
+
+/* Parses an RFC 3339 timestamp as Docker and nerdctl print them
+ * ("2026-11-29T20:16:03.686068582Z", offsets allowed) into ns since the epoch.
+ * "0001-01-01T00:00:00Z" (Go's zero time) gives 0. -EINVAL. */
+int container_parse_time(const char *s, int64_t *ns);
+
+#endif

@@ -1,0 +1,35 @@
+/* Docker Engine API client: HTTP/1.1 over a unix socket or TCP (optionally TLS
+ * with mbedtls), every connect, write and read bounded by a deadline. */
+#ifndef HEALTHD_DOCKER_H
+#define HEALTHD_DOCKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../agent/err.h"
+#include "container.h"
+
+/* Largest response body accepted; a refresh that would need more fails with
+ * a clear error rather than truncating. */
+#define DOCKER_MAX_BODY (16u << 20)
+/* Newest API version this client speaks; min(this, daemon's) is used. */
+#define DOCKER_API_MAX "1.52"
+
+struct docker_opts {
+	const char *host;    /* "unix:///var/run/docker.sock" or "tcp://HOST:PORT" */
+	bool tls_verify;     /* DOCKER_TLS_VERIFY */
+	const char *cert_path; /* DOCKER_CERT_PATH: ca.pem, cert.pem, key.pem */
+};
+
+/* Validates opts->host (scheme, path length, port) before start-up so that a
+ * bad --docker-host stops the agent before READY. */
+int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
+
+/* Lists the containers labelled com.docker.compose.project=project (all
+ * states), with their health, into out. deadline is CLOCK_MONOTONIC ms.
+ * A failure to reach or understand the daemon is an error (err says what
+ * failed); containers that vanish between list and inspect are skipped. */
+int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
+		struct container_list *out, struct errbuf *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* Docker-shaped container JSON, as Docker's GET /containers/{id}/json,
+ * `docker inspect` and `nerdctl inspect` print it, into struct container.
+ * Shared by both backends. */
+#ifndef HEALTHD_INSPECT_H
+#define HEALTHD_INSPECT_H
+
+#include "../agent/json.h"
+#include "container.h"
+
+/* Fills c from the inspect object at token obj: Id, Name (leading '/'
+ * dropped), State.{Status,Running,Paused,StartedAt}, State.Health.{Status,
+ * Log[-1].End}, Config.Labels[com.docker.compose.oneoff]. -EINVAL with err
+ * naming the field when the shape is wrong; -ENOMEM. */
+int inspect_parse_object(const struct json *j, int obj, struct container *c,
+			 struct errbuf *err);
+
+/* A JSON array of inspect objects (nerdctl inspect, docker inspect): appends
+ * one container per element to out. */
+int inspect_parse_array(const char *buf, size_t len, struct container_list *out,
+			struct errbuf *err);
+
+#endif

@@ -1,0 +1,28 @@
+/* The health_status_file source: the app answers for itself (spec,
+ * "health_status_file: the app answers for itself"; DESIGN.md §4). */
+#ifndef HEALTHD_STATUSFILE_H
+#define HEALTHD_STATUSFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "../agent/verdict.h"
+
+/* Name of every failure entry this source produces. */
+#define STATUSFILE_ENTRY "<health_file>"
+#define STATUSFILE_MAX_BYTES 4096
+#define STATUSFILE_MAX_AGE 60
+
+/* Pure: judges the bytes of a status file read at time now. Returns true when
+ * they say healthy and fresh; otherwise false with reason (naming the rule that
+ * failed, never quoting the bytes) in reason[0..n). */
+bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
+		      size_t n);
+
+/* Reads path (following symlinks, refusing anything but a regular file,
+ * never blocking, at most STATUSFILE_MAX_BYTES) and judges it into out, which
+ * must be initialised. Every outcome is a verdict; returns -ENOMEM only. */
+int statusfile_judge(const char *path, time_t now, struct verdict *out);
+
+#endif

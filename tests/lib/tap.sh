@@ -1,0 +1,59 @@
+# TAP for the end-to-end tests (sourced). Counts go to tests/run.
+TAP_N=0
+TAP_FAILED=0
+
+ok() { # ok COND-EXIT-STATUS DESCRIPTION
+	TAP_N=$((TAP_N + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $TAP_N - $2"
+	else
+		echo "not ok $TAP_N - $2"
+		TAP_FAILED=$((TAP_FAILED + 1))
+	fi
+}
+
+# is GOT WANT DESCRIPTION
+is() {
+	if [ "$1" = "$2" ]; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		printf '#   got:  %s\n#   want: %s\n' "$1" "$2"
+	fi
+}
+
+# like GOT REGEX DESCRIPTION (extended regex)
+like() {
+	if printf '%s' "$1" | grep -Eq -- "$2"; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2"
+	fi
+}
+
+diag() { echo "# $*"; }
+
+skip_all() {
+	echo "1..0 # SKIP $*"
+	exit 0
+}
+
+done_testing() {
+	echo "1..$TAP_N"
+	[ "$TAP_FAILED" -eq 0 ]
+}
+
+# wait_for DEADLINE_SECONDS COMMAND...: polls COMMAND every 50 ms until it
+# succeeds or the deadline passes. Never a fixed sleep.
+wait_for() {
+	_deadline=$(( $(date +%s%N) / 1000000 + $1 * 1000 ))
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		if [ $(( $(date +%s%N) / 1000000 )) -ge "$_deadline" ]; then
+			return 1
+		fi
+		sleep 0.05
+	done
+	return 0
+}
