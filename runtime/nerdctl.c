@@ -40,17 +40,19 @@ static void proc_free(struct proc *p)
 	p->len = p->cap = 0;
 }
 
-/* Reads what is available on fd (non-blocking). 1 at EOF, 0 when it would
- * block, -EFBIG over the cap, other -errno. */
+/* Reads what is available on fd (non-blocking), at most 1 MiB per call so
+ * that a child flooding stderr cannot keep us past the deadline. 1 at EOF,
+ * 0 when it would block, 2 when more is waiting, -EFBIG over the cap, other
+ * -errno. */
 static int proc_read(struct proc *p, int fd, bool is_stdout)
 {
-	for (;;) {
+	for (int round = 0; round < 64; round++) {
 		char buf[16384];
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n == 0)
 			return 1;
 		if (n < 0)
-			return errno == EAGAIN ? 0 : errno == EINTR ? 0 : -errno;
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 		if (!is_stdout) {
 			/* Only the first line is ever shown; the rest is drained
 			 * so the child never blocks on a full pipe. */
@@ -78,6 +80,7 @@ static int proc_read(struct proc *p, int fd, bool is_stdout)
 		p->len += (size_t)n;
 		p->out[p->len] = '\0';
 	}
+	return 2;
 }
 
 /* Exited (a zombie), without reaping it: the pid, and with it the process
@@ -136,7 +139,7 @@ static int collect(struct proc *p, pid_t pid, int outr, int errr, int64_t deadli
 	_cleanup_close_ int pidfd = pidfd_of(pid);
 	int fds[2] = { outr, errr };
 	for (;;) {
-		bool exited = child_exited(pid);
+		bool exited = child_exited(pid), more = false;
 		/* Everything an exited child wrote is in the pipes by now:
 		 * drain and stop, even if a stray grandchild keeps them open. */
 		for (int k = 0; k < 2; k++) {
@@ -147,8 +150,9 @@ static int collect(struct proc *p, pid_t pid, int outr, int errr, int64_t deadli
 				return r;
 			if (r == 1)
 				fds[k] = -1;
+			more |= r == 2;
 		}
-		if (exited)
+		if (exited && !more)
 			return 0;
 		int left = clock_left_ms(deadline);
 		if (left == 0)

@@ -52,6 +52,8 @@ static const struct scenario scenarios[] = {
 	  WEB DB WORKER API ONEOFF CREATED, 0, 3000, 2 },
 	{ "no namespace/snapshotter/address", THREE, "", NULL, NULL, NULL, 10000, 0,
 	  WEB DB WORKER, 0, 3000, 2 },
+	{ "stderr flooded, output still read", THREE, "ps.noisy inspect.noisy", "dstack",
+	  NULL, NULL, 10000, 0, WEB DB WORKER, 0, 3000, 2 },
 	{ "nothing created yet", "", "", "dstack", NULL, NULL, 10000, 0, "", 0, 3000, 1 },
 	{ "batch fails, one removed: the others inspected one by one", THREE,
 	  "inspect.batch-fail removed", "dstack", NULL, NULL, 10000, 0, WEB WORKER, 0, 4000, 5 },
