@@ -76,7 +76,7 @@ struct http_endpoint {
 	char port[6];
 	bool tls;
 	char cert_path[4096];
-	char url[4400]; /* as given, cleaned, for error messages */
+	char url[260]; /* as given, cleaned and cut, for error messages */
 };
 
 int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
