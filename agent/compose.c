@@ -28,12 +28,12 @@
 #include <mbedtls/sha256.h>
 
 #include "cleanup.h"
+#include "readfile.h"
 #include "json.h"
 
 /* The docker-compose YAML is one string token, so real files have few
  * tokens however large they are; this bounds a hostile one. */
 #define COMPOSE_MAX_TOKENS (1 << 16)
-#define SHOWN_BYTES 256
 
 static int hash_hex(const char *buf, size_t len, char out[65])
 {
@@ -47,14 +47,6 @@ static int hash_hex(const char *buf, size_t len, char out[65])
 	}
 	out[64] = '\0';
 	return 0;
-}
-
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
 }
 
 /* A string field into *out. */
@@ -107,7 +99,7 @@ static int check_status_file(const char *p, struct errbuf *err)
 		return errbuf_set(err, EINVAL, "%s: must be an absolute path", f);
 	if (strlen(p) >= PATH_MAX)
 		return errbuf_set(err, EINVAL, "%s: longer than %d bytes", f, PATH_MAX - 1);
-	if (has_control(p))
+	if (err_has_control(p))
 		return errbuf_set(err, EINVAL, "%s: must not contain control characters", f);
 	return 0;
 }
@@ -259,61 +251,21 @@ int compose_parse(const char *buf, size_t len, struct app_compose *out,
 	return r;
 }
 
-/* Reads at most max bytes of path; -EFBIG when larger, -EBADFD when it is
- * not a regular file (a FIFO would block startup). */
-static int read_file(const char *path, size_t max, char **out, size_t *len)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EBADFD;
-	if (st.st_size > (off_t)max)
-		return -EFBIG;
-	_cleanup_free_ char *buf = malloc(max + 1);
-	if (!buf)
-		return -ENOMEM;
-	size_t off = 0;
-	while (off < max + 1) {
-		ssize_t n = read(fd, buf + off, max + 1 - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		off += (size_t)n;
-	}
-	if (off > max)
-		return -EFBIG;
-	*out = TAKE_PTR(buf);
-	*len = off;
-	return 0;
-}
-
 int compose_load(const char *path, struct app_compose *out, struct errbuf *err)
 {
-	char shown[SHOWN_BYTES + 1];
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
-	err_clean(shown, sizeof(shown), path, SHOWN_BYTES);
-	int r = read_file(path, COMPOSE_MAX_BYTES, &buf, &len);
-	if (r == -EBADFD)
-		return errbuf_set(err, EINVAL, "%s: is not a regular file", shown);
-	if (r == -EFBIG)
-		return errbuf_set(err, EFBIG, "%s: larger than %u bytes", shown,
-				  COMPOSE_MAX_BYTES);
+	int r = readfile(path, COMPOSE_MAX_BYTES, &buf, &len, err);
 	if (r < 0)
-		return errbuf_set(err, -r, "%s: cannot be read: %s", shown,
-				  strerrordesc_np(-r));
+		return r;
 	r = compose_parse(buf, len, out, err);
-	if (r < 0)
+	if (r < 0) {
+		char shown[READFILE_SHOWN_BYTES + 1];
+		err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
 		errbuf_prefix(err, "%s", shown);
+	}
 	return r;
 }
 

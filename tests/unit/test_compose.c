@@ -250,7 +250,7 @@ static void test_load(void)
 
 	snprintf(p, sizeof(p), "%s/missing.json", dir);
 	is_int(compose_load(p, &c, &e), -ENOENT, "missing file");
-	ok(strstr(e.msg, "missing.json: cannot be read: No such file or directory") != NULL,
+	ok(strstr(e.msg, "missing.json: does not exist") != NULL,
 	   "names the file (%s)", e.msg);
 	snprintf(p, sizeof(p), "%s/fifo", dir);
 	mkfifo(p, 0600);
