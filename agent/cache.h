@@ -20,8 +20,9 @@ struct snapshot {
 	unsigned refs; /* atomic */
 };
 
-/* Takes ownership of *v (it is left initialised and empty) and encodes it.
- * Returns NULL on ENOMEM. One reference, owned by the caller. */
+/* Takes ownership of *v (it is left initialised and empty) and encodes it
+ * (rpc_encode). One reference, owned by the caller. Returns NULL on ENOMEM,
+ * and then *v is left as it was, still the caller's. */
 struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms);
 struct snapshot *snapshot_ref(struct snapshot *s);
 void snapshot_unref(struct snapshot *s);

@@ -1,9 +1,278 @@
+/* dstack-healthd: answers "can this instance serve?" for the dstack gateway.
+ *
+ * main() reads as the table of contents: configuration and app-compose.json
+ * are checked (any problem exits with status 2, naming the file and field);
+ * then the listener is bound, the verdict cache created with the "not
+ * determined yet" verdict, the pRPC thread and the refresh thread started, and
+ * READY=1 sent. Past that point nothing from outside makes the agent exit: a
+ * runtime error becomes a verdict. Signals are handled synchronously here. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 
+#include <systemd/sd-daemon.h>
+
+#include "../rpc/encode.h"
+#include "../rpc/server.h"
+#include "../runtime/docker.h"
+#include "cache.h"
+#include "clock.h"
+#include "compose.h"
+#include "config.h"
+#include "log.h"
+#include "notify.h"
+#include "refresh.h"
+#include "source.h"
 #include "version.h"
 
-int main(void)
+#define EXIT_CONFIG 2
+
+struct agent {
+	struct config cfg;
+	struct app_compose app;
+};
+
+static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 {
-	printf("dstack-healthd v%s (%s)\n", HEALTHD_VERSION, HEALTHD_REV);
+	int r = config_load(argc, argv, &a->cfg, err);
+	if (r < 0 || a->cfg.help || a->cfg.version)
+		return r;
+	log_set_max_priority(a->cfg.log_priority);
+	if ((r = compose_load(a->cfg.compose_file, &a->app, err)) < 0)
+		return r;
+	if (a->app.health_check && !a->app.health_status_file &&
+	    a->app.kind == RUNNER_DOCKER_COMPOSE) {
+		struct docker_opts o = { .host = a->cfg.docker_host,
+					 .tls_verify = a->cfg.docker_tls_verify,
+					 .cert_path = a->cfg.docker_cert_path,
+					 .cancel_fd = -1 };
+		if ((r = docker_check_opts(&o, err)) < 0)
+			return r;
+	}
 	return 0;
+}
+
+/* --once: one refresh straight from the source, not through the cache. */
+static int run_once(const struct agent *a)
+{
+	struct verdict v;
+	struct errbuf err = { "" };
+	verdict_init(&v);
+	int r = source_refresh(&a->cfg, &a->app, clock_mono_ms() + a->cfg.refresh_timeout_ms,
+			       -1, &v, &err);
+	if (r < 0) {
+		verdict_free(&v);
+		verdict_init(&v);
+		if (verdict_set_error(&v, "%s", r == -ENOMEM ? "out of memory" : err.msg) < 0)
+			return EXIT_FAILURE;
+	}
+	verdict_sort(&v);
+	struct json_buf out = { 0 };
+	if (encode_health_json(&v, &out) < 0) {
+		verdict_free(&v);
+		return EXIT_FAILURE;
+	}
+	printf("%s\n", out.p);
+	bool healthy = v.healthy;
+	json_buf_free(&out);
+	verdict_free(&v);
+	return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+static void log_start(const struct agent *a, const char *listen_desc)
+{
+	char hash_field[96];
+	snprintf(hash_field, sizeof(hash_field), "HEALTHD_COMPOSE_HASH=%s", a->app.hash);
+	const char *fields[] = { hash_field, NULL };
+	const char *source = !a->app.health_check	    ? "none (health_check is off)"
+			     : a->app.health_status_file ? "status file"
+			     : a->app.kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
+								     : "containers via Docker";
+	log_fields(LOG_INFO, fields,
+		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s",
+		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file, a->app.hash,
+		   source);
+}
+
+static void free_agent(struct agent *a)
+{
+	config_free(&a->cfg);
+	compose_free(&a->app);
+}
+
+static void log_changes(const struct agent *old, const struct agent *now)
+{
+	const struct config *o = &old->cfg, *n = &now->cfg;
+#define CHANGED_STR(field, what)                                                  \
+	if (strcmp(o->field ? o->field : "", n->field ? n->field : ""))           \
+		log_msg(LOG_NOTICE, "reload: %s changed", what)
+	CHANGED_STR(compose_file, "compose_file");
+	CHANGED_STR(runtime_file, "runtime_file");
+	CHANGED_STR(docker_host, "docker_host");
+	CHANGED_STR(docker_cert_path, "docker_cert_path");
+	CHANGED_STR(nerdctl, "nerdctl");
+	CHANGED_STR(containerd_address, "containerd_address");
+#undef CHANGED_STR
+	if (o->interval_ms != n->interval_ms)
+		log_msg(LOG_NOTICE, "reload: interval %.3g s -> %.3g s",
+			(double)o->interval_ms / 1000, (double)n->interval_ms / 1000);
+	if (o->refresh_timeout_ms != n->refresh_timeout_ms)
+		log_msg(LOG_NOTICE, "reload: refresh_timeout %.3g s -> %.3g s",
+			(double)o->refresh_timeout_ms / 1000,
+			(double)n->refresh_timeout_ms / 1000);
+	if (o->log_priority != n->log_priority)
+		log_msg(LOG_NOTICE, "reload: log_level changed");
+	if (strcmp(o->listen, n->listen))
+		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
+				     "until a restart", n->listen);
+	if (strcmp(old->app.hash, now->app.hash))
+		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
+			old->app.hash, now->app.hash);
+}
+
+/* SIGHUP: re-reads the config and app-compose.json. A bad new config is
+ * refused and the running one stays in force. */
+static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
+		   struct refresher **rf)
+{
+	struct agent n = { 0 };
+	struct errbuf err = { "" };
+	if (load(argc, argv, &n, &err) < 0) {
+		log_set_max_priority(a->cfg.log_priority);
+		log_msg(LOG_ERR, "reload refused, the running configuration stays: %s", err.msg);
+		free_agent(&n);
+		return;
+	}
+	log_changes(a, &n);
+	refresh_stop(*rf);
+	*rf = NULL;
+	free_agent(a);
+	*a = n;
+	if (refresh_start(&a->cfg, &a->app, cache, rf, &err) < 0)
+		log_msg(LOG_ERR, "reload: %s", err.msg);
+	else
+		log_msg(LOG_NOTICE, "reloaded");
+}
+
+/* The listener: the one systemd passed (socket activation, sd_listen_fds(3))
+ * or a socket bound to --listen. */
+static int open_listener(const struct agent *a, int *fd)
+{
+	struct errbuf err = { "" };
+	int n = sd_listen_fds(1);
+	if (n < 0) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %s", strerror(-n));
+		return -1;
+	}
+	if (n > 1) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one", n);
+		return -1;
+	}
+	if (n == 1) {
+		if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening stream socket",
+				SD_LISTEN_FDS_START);
+			return -1;
+		}
+		*fd = SD_LISTEN_FDS_START;
+		return 0;
+	}
+	if (rpc_listen(a->cfg.listen, fd, &err) < 0) {
+		log_msg(LOG_ERR, "--listen: %s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
+{
+	struct errbuf err = { "" };
+	int fd = -1;
+	if (open_listener(a, &fd) < 0)
+		return EXIT_CONFIG;
+	char desc[256];
+	if (rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
+		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
+
+	struct verdict v;
+	if (source_initial_verdict(&a->app, &v) < 0)
+		return EXIT_FAILURE;
+	struct snapshot *s = snapshot_new(&v, clock_mono_ms());
+	verdict_free(&v);
+	struct cache *cache = s ? cache_new(s) : NULL;
+	if (!cache) {
+		log_msg(LOG_ERR, "out of memory");
+		return EXIT_FAILURE;
+	}
+	struct rpc_server *srv = NULL;
+	struct refresher *rf = NULL;
+	struct rpc_server_opts so = {
+		.listen_fd = fd,
+		.cache = cache,
+		/* Older than three missed refreshes plus one that ran to its
+		 * limit: the loop is not keeping the verdict current. */
+		.max_age_ms = 3 * a->cfg.interval_ms + a->cfg.refresh_timeout_ms,
+	};
+	int rc = EXIT_FAILURE;
+	if (rpc_server_start(&so, &srv, &err) < 0) {
+		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
+		goto out;
+	}
+	if (refresh_start(&a->cfg, &a->app, cache, &rf, &err) < 0) {
+		log_msg(LOG_ERR, "%s", err.msg);
+		goto out;
+	}
+	log_start(a, desc);
+	notify_ready(a->app.health_check ? "started; health not determined yet"
+					 : "healthy: health_check is off");
+
+	int sig = 0;
+	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
+		if (sig == SIGHUP)
+			reload(argc, argv, a, cache, &rf);
+	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
+	notify_stopping();
+	rc = EXIT_SUCCESS;
+out:
+	refresh_stop(rf);
+	rpc_server_stop(srv);
+	cache_free(cache);
+	return rc;
+}
+
+int main(int argc, char *argv[])
+{
+	struct agent a = { 0 };
+	struct errbuf err = { "" };
+
+	log_init();
+	if (load(argc, argv, &a, &err) < 0) {
+		fprintf(stderr, "dstack-healthd: %s\n", err.msg);
+		free_agent(&a);
+		return EXIT_CONFIG;
+	}
+	int rc = EXIT_SUCCESS;
+	if (a.cfg.help) {
+		config_usage(stdout);
+	} else if (a.cfg.version) {
+		printf("dstack-healthd v%s (%s)\n", HEALTHD_VERSION, HEALTHD_REV);
+	} else if (a.cfg.once) {
+		rc = run_once(&a);
+	} else {
+		/* Blocked before any thread starts, so every thread inherits
+		 * the mask and only sigwait() sees these. */
+		sigset_t sigs;
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGTERM);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGHUP);
+		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+		signal(SIGPIPE, SIG_IGN);
+		rc = serve(argc, argv, &a, &sigs);
+	}
+	free_agent(&a);
+	return rc;
 }

@@ -1,0 +1,83 @@
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "rpc/encode.h"
+
+struct cache {
+	pthread_mutex_t lock; /* guards cur: held for a swap or a ref, no more */
+	struct snapshot *cur;
+};
+
+struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms)
+{
+	struct snapshot *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->enc = rpc_encode(v);
+	if (!s->enc) {
+		free(s);
+		return NULL;
+	}
+	s->verdict = *v;
+	verdict_init(v);
+	s->mono_ms = mono_ms;
+	s->refs = 1;
+	return s;
+}
+
+struct snapshot *snapshot_ref(struct snapshot *s)
+{
+	__atomic_fetch_add(&s->refs, 1, __ATOMIC_RELAXED);
+	return s;
+}
+
+void snapshot_unref(struct snapshot *s)
+{
+	if (!s)
+		return;
+	/* Release our writes; the last owner acquires everyone's before freeing. */
+	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	rpc_encoded_free(s->enc);
+	verdict_free(&s->verdict);
+	free(s);
+}
+
+struct cache *cache_new(struct snapshot *initial)
+{
+	struct cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	c->cur = initial;
+	return c;
+}
+
+void cache_free(struct cache *c)
+{
+	if (!c)
+		return;
+	snapshot_unref(c->cur);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void cache_publish(struct cache *c, struct snapshot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	struct snapshot *old = c->cur;
+	c->cur = s;
+	pthread_mutex_unlock(&c->lock);
+	/* Freeing the old one (and its encodings) happens outside the lock. */
+	snapshot_unref(old);
+}
+
+struct snapshot *cache_acquire(struct cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct snapshot *s = snapshot_ref(c->cur);
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}

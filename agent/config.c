@@ -1,0 +1,386 @@
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "json.h"
+#include "readfile.h"
+
+#define CONFIG_MAX_BYTES (64 * 1024)
+#define PATH_MAX_WHERE 4200
+
+enum opt_type { OPT_STRING, OPT_SECONDS, OPT_BOOL, OPT_LOGLEVEL };
+
+struct opt_def {
+	const char *name; /* flag without "--"; file key and env name derive from it */
+	enum opt_type type;
+	size_t offset;
+	const char *arg;
+	const char *help;
+};
+
+#define OPT(n, t, field, a, h) { n, t, offsetof(struct config, field), a, h }
+static const struct opt_def opts[] = {
+	OPT("listen", OPT_STRING, listen, "ADDR",
+	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH\n"
+	    "(default 0.0.0.0:8090)"),
+	OPT("compose-file", OPT_STRING, compose_file, "FILE",
+	    "the app's app-compose.json\n(default /dstack/.host-shared/app-compose.json)"),
+	OPT("runtime-file", OPT_STRING, runtime_file, "FILE",
+	    "Compose project and nerdctl namespace, written by the guest\n"
+	    "(default /run/dstack/app-compose-runtime.json)"),
+	OPT("interval", OPT_SECONDS, interval_ms, "SECONDS",
+	    "time between refreshes of the verdict; fractions allowed (default 5)"),
+	OPT("refresh-timeout", OPT_SECONDS, refresh_timeout_ms, "SECONDS",
+	    "a refresh still running after this fails (default 10)"),
+	OPT("docker-host", OPT_STRING, docker_host, "URL",
+	    "Docker Engine: unix://PATH or tcp://HOST:PORT\n"
+	    "(default $DOCKER_HOST, else unix:///var/run/docker.sock)"),
+	OPT("docker-tls-verify", OPT_BOOL, docker_tls_verify, "BOOL",
+	    "reach a tcp:// Docker host over TLS (default $DOCKER_TLS_VERIFY)"),
+	OPT("docker-cert-path", OPT_STRING, docker_cert_path, "DIR",
+	    "ca.pem, cert.pem and key.pem for TLS\n(default $DOCKER_CERT_PATH, else ~/.docker)"),
+	OPT("nerdctl", OPT_STRING, nerdctl, "PATH",
+	    "the nerdctl binary, for runner nerdctl-compose (default nerdctl, from PATH)"),
+	OPT("containerd-address", OPT_STRING, containerd_address, "PATH",
+	    "containerd socket passed to nerdctl --address (default: nerdctl's own)"),
+	OPT("log-level", OPT_LOGLEVEL, log_priority, "LEVEL",
+	    "err, warning, notice, info or debug (default info)"),
+};
+#undef OPT
+
+enum { FLAG_ONCE = 1000, FLAG_VERSION, FLAG_BASE };
+
+void config_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: dstack-healthd [OPTION]...\n"
+		"Answers \"can this instance serve?\" for the dstack gateway: recomputes a\n"
+		"verdict every interval from the app's Compose containers or its status file,\n"
+		"and serves it as pRPC at /prpc/v1/Health.\n\n"
+		"Options (each also settable in the config file as \"name_with_underscores\"\n"
+		"and as DSTACK_HEALTHD_NAME_WITH_UNDERSCORES; flag beats environment beats\n"
+		"file beats default):\n");
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+		char left[64];
+		snprintf(left, sizeof(left), "--%s=%s", opts[i].name, opts[i].arg);
+		fprintf(f, "  %-28s ", left);
+		for (const char *p = opts[i].help; *p; p++) {
+			fputc(*p, f);
+			if (*p == '\n')
+				fprintf(f, "  %-28s ", "");
+		}
+		fputc('\n', f);
+	}
+	fprintf(f,
+		"\n  -c, --config=FILE            the config file (JSON); default %s\n"
+		"                               if it exists (env DSTACK_HEALTHD_CONFIG)\n"
+		"\nActions (command line only):\n"
+		"  --once        run one refresh now, print the Health response as JSON and\n"
+		"                exit 0 if healthy, 1 if not, 2 on a usage or config error\n"
+		"  --version     print the version and exit\n"
+		"  -h, --help    print this help and exit\n",
+		CONFIG_DEFAULT_FILE);
+}
+
+static char **field_str(struct config *c, const struct opt_def *o)
+{
+	return (char **)((char *)c + o->offset);
+}
+
+static int parse_seconds(const char *s, int64_t *ms)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || !isfinite(v) || v <= 0 || v > 86400)
+		return -EINVAL;
+	*ms = (int64_t)llround(v * 1000);
+	return *ms > 0 ? 0 : -EINVAL;
+}
+
+static int parse_bool(const char *s, bool *b)
+{
+	static const char *const yes[] = { "1", "true", "yes", "on" };
+	static const char *const no[] = { "0", "false", "no", "off", "" };
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
+		if (!strcasecmp(s, yes[i]))
+			return *b = true, 0;
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
+		if (!strcasecmp(s, no[i]))
+			return *b = false, 0;
+	return -EINVAL;
+}
+
+static int parse_loglevel(const char *s, int *prio)
+{
+	static const struct {
+		const char *name;
+		int prio;
+	} levels[] = { { "err", LOG_ERR },	   { "error", LOG_ERR }, { "warning", LOG_WARNING },
+		       { "notice", LOG_NOTICE }, { "info", LOG_INFO }, { "debug", LOG_DEBUG } };
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+		if (!strcasecmp(s, levels[i].name))
+			return *prio = levels[i].prio, 0;
+	return -EINVAL;
+}
+
+/* Sets option o from text s; where names the source for the message. */
+static int set_from_text(struct config *c, const struct opt_def *o, const char *s,
+			 const char *where, struct errbuf *err)
+{
+	switch (o->type) {
+	case OPT_STRING: {
+		if (!*s)
+			return errbuf_set(err, EINVAL, "%s: must not be empty", where);
+		char *d = strdup(s);
+		if (!d)
+			return errbuf_set(err, ENOMEM, "out of memory");
+		free(*field_str(c, o));
+		*field_str(c, o) = d;
+		return 0;
+	}
+	case OPT_SECONDS:
+		if (parse_seconds(s, (int64_t *)((char *)c + o->offset)) < 0)
+			return errbuf_set(err, EINVAL,
+					  "%s: must be a number of seconds above 0 and at most 86400",
+					  where);
+		return 0;
+	case OPT_BOOL:
+		if (parse_bool(s, (bool *)((char *)c + o->offset)) < 0)
+			return errbuf_set(err, EINVAL, "%s: must be true or false", where);
+		return 0;
+	case OPT_LOGLEVEL:
+		if (parse_loglevel(s, (int *)((char *)c + o->offset)) < 0)
+			return errbuf_set(err, EINVAL,
+					  "%s: must be err, warning, notice, info or debug", where);
+		return 0;
+	}
+	return errbuf_set(err, EINVAL, "%s: unknown option type", where);
+}
+
+static void file_key(const struct opt_def *o, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", o->name);
+	for (char *p = buf; *p; p++)
+		if (*p == '-')
+			*p = '_';
+}
+
+static void env_name(const char *name, char *buf, size_t n)
+{
+	int w = snprintf(buf, n, "DSTACK_HEALTHD_%s", name);
+	for (char *p = buf + 15; w > 0 && *p; p++)
+		*p = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+}
+
+static int set_from_json(struct config *c, const struct opt_def *o, const struct json *j,
+			 int v, const char *where, struct errbuf *err)
+{
+	if (o->type == OPT_SECONDS) {
+		double d;
+		if (json_double(j, v, &d) < 0)
+			return errbuf_set(err, EINVAL, "%s: must be a number of seconds, not %s",
+					  where, json_type_name(j, v));
+		char text[64];
+		snprintf(text, sizeof(text), "%.17g", d);
+		return set_from_text(c, o, text, where, err);
+	}
+	if (o->type == OPT_BOOL) {
+		if (json_bool(j, v, (bool *)((char *)c + o->offset)) < 0)
+			return errbuf_set(err, EINVAL, "%s: must be true or false, not %s",
+					  where, json_type_name(j, v));
+		return 0;
+	}
+	_cleanup_free_ char *s = NULL;
+	if (json_strdup(j, v, &s) < 0)
+		return errbuf_set(err, EINVAL, "%s: must be a string, not %s", where,
+				  json_type_name(j, v));
+	return set_from_text(c, o, s, where, err);
+}
+
+static int apply_file(struct config *c, const char *path, struct errbuf *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
+	if (r < 0)
+		return r;
+	struct json j;
+	if ((r = json_parse(&j, buf, len, 1024, err)) < 0) {
+		errbuf_prefix(err, "%s", path);
+		return r;
+	}
+	if (!json_is_object(&j, 0)) {
+		json_free(&j);
+		return errbuf_set(err, EINVAL, "%s: must be a JSON object", path);
+	}
+	JSON_OBJECT_FOREACH(&j, 0, k, v, cnt) {
+		const struct opt_def *o = NULL;
+		char key[64], where[PATH_MAX_WHERE];
+		for (size_t i = 0; i < ARRAY_SIZE(opts) && !o; i++) {
+			file_key(&opts[i], key, sizeof(key));
+			if (json_str_eq(&j, k, key))
+				o = &opts[i];
+		}
+		if (!o) {
+			_cleanup_free_ char *name = NULL;
+			char clean[80];
+			json_strdup(&j, k, &name);
+			err_clean(clean, sizeof(clean), name ? name : "?", 64);
+			json_free(&j);
+			return errbuf_set(err, EINVAL, "%s: %s: unknown option", path, clean);
+		}
+		file_key(o, key, sizeof(key));
+		snprintf(where, sizeof(where), "%s: %s", path, key);
+		if ((r = set_from_json(c, o, &j, v, where, err)) < 0) {
+			json_free(&j);
+			return r;
+		}
+	}
+	json_free(&j);
+	return 0;
+}
+
+static int set_defaults(struct config *c, struct errbuf *err)
+{
+	const char *dh = getenv("DOCKER_HOST");
+	const char *tls = getenv("DOCKER_TLS_VERIFY");
+	const char *certs = getenv("DOCKER_CERT_PATH");
+	const char *home = getenv("HOME");
+	char certdir[4096];
+	if (certs && *certs)
+		snprintf(certdir, sizeof(certdir), "%s", certs);
+	else
+		snprintf(certdir, sizeof(certdir), "%s/.docker", home && *home ? home : "/root");
+
+	memset(c, 0, sizeof(*c));
+	c->interval_ms = 5000;
+	c->refresh_timeout_ms = 10000;
+	c->log_priority = LOG_INFO;
+	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
+	c->docker_tls_verify = tls && *tls;
+	c->listen = strdup("0.0.0.0:8090");
+	c->compose_file = strdup("/dstack/.host-shared/app-compose.json");
+	c->runtime_file = strdup("/run/dstack/app-compose-runtime.json");
+	c->docker_host = strdup(dh && *dh ? dh : "unix:///var/run/docker.sock");
+	c->docker_cert_path = strdup(certdir);
+	c->nerdctl = strdup("nerdctl");
+	if (!c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
+	    !c->docker_cert_path || !c->nerdctl)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int apply_env(struct config *c, struct errbuf *err)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+		char name[96];
+		env_name(opts[i].name, name, sizeof(name));
+		const char *v = getenv(name);
+		if (!v)
+			continue;
+		int r = set_from_text(c, &opts[i], v, name, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	free(c->config_file);
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+		if (opts[i].type == OPT_STRING)
+			free(*field_str(c, &opts[i]));
+	memset(c, 0, sizeof(*c));
+}
+
+int config_load(int argc, char *const argv[], struct config *out, struct errbuf *err)
+{
+	struct option longopts[ARRAY_SIZE(opts) + 5];
+	const char *flag_val[ARRAY_SIZE(opts)] = { 0 };
+	const char *config_flag = NULL;
+	bool once = false, help = false, version = false;
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+		longopts[n++] = (struct option){ opts[i].name, required_argument, NULL,
+						 FLAG_BASE + (int)i };
+	longopts[n++] = (struct option){ "config", required_argument, NULL, 'c' };
+	longopts[n++] = (struct option){ "once", no_argument, NULL, FLAG_ONCE };
+	longopts[n++] = (struct option){ "version", no_argument, NULL, FLAG_VERSION };
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n] = (struct option){ 0 };
+
+	optind = 0; /* also re-initialises getopt for a reload */
+	opterr = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, ":c:h", longopts, NULL)) != -1) {
+		if (ch == 'c')
+			config_flag = optarg;
+		else if (ch == 'h')
+			help = true;
+		else if (ch == FLAG_ONCE)
+			once = true;
+		else if (ch == FLAG_VERSION)
+			version = true;
+		else if (ch >= FLAG_BASE && ch < FLAG_BASE + (int)ARRAY_SIZE(opts))
+			flag_val[ch - FLAG_BASE] = optarg;
+		else if (ch == ':')
+			return errbuf_set(err, EINVAL, "%s: needs a value", argv[optind - 1]);
+		else
+			return errbuf_set(err, EINVAL, "%s: unknown option (see --help)",
+					  argv[optind - 1]);
+	}
+	if (optind < argc)
+		return errbuf_set(err, EINVAL, "%s: unexpected argument (see --help)", argv[optind]);
+
+	struct config c;
+	int r = set_defaults(&c, err);
+	c.once = once;
+	c.help = help;
+	c.version = version;
+	if (r < 0 || help || version)
+		goto done;
+
+	const char *file = config_flag ? config_flag : getenv("DSTACK_HEALTHD_CONFIG");
+	if (!file && access(CONFIG_DEFAULT_FILE, F_OK) == 0)
+		file = CONFIG_DEFAULT_FILE;
+	if (file) {
+		if (!(c.config_file = strdup(file))) {
+			r = errbuf_set(err, ENOMEM, "out of memory");
+			goto done;
+		}
+		if ((r = apply_file(&c, file, err)) < 0)
+			goto done;
+	}
+	if ((r = apply_env(&c, err)) < 0)
+		goto done;
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+		if (!flag_val[i])
+			continue;
+		char where[64];
+		snprintf(where, sizeof(where), "--%s", opts[i].name);
+		if ((r = set_from_text(&c, &opts[i], flag_val[i], where, err)) < 0)
+			goto done;
+	}
+done:
+	if (r < 0) {
+		config_free(&c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}

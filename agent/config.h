@@ -1,0 +1,42 @@
+/* The agent's own configuration: defaults, then the JSON config file, then
+ * DSTACK_HEALTHD_<NAME> environment variables, then command-line flags; each
+ * later source beats the earlier ones. */
+#ifndef HEALTHD_CONFIG_H
+#define HEALTHD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+
+#define CONFIG_DEFAULT_FILE "/etc/dstack/healthd.json"
+
+struct config {
+	char *config_file; /* the file read, or NULL */
+	char *listen;
+	char *compose_file;
+	char *runtime_file;
+	int64_t interval_ms;
+	int64_t refresh_timeout_ms;
+	char *docker_host;
+	bool docker_tls_verify;
+	char *docker_cert_path;
+	char *nerdctl;
+	char *containerd_address; /* NULL: nerdctl's default */
+	int log_priority;         /* LOG_ERR .. LOG_DEBUG */
+
+	/* Actions, command line only. */
+	bool once;
+	bool help;
+	bool version;
+};
+
+/* Builds the configuration from argv and environ. On a usage or config error
+ * returns a negative errno with err naming the flag, variable or file and
+ * field. */
+int config_load(int argc, char *const argv[], struct config *out, struct errbuf *err);
+void config_free(struct config *c);
+void config_usage(FILE *f);
+
+#endif

@@ -1,0 +1,244 @@
+#include "refresh.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+#include "notify.h"
+#include "source.h"
+
+struct refresher {
+	const struct config *cfg;
+	const struct app_compose *app;
+	struct cache *cache;
+	struct refresh_state st;
+	int64_t watchdog_ms;
+
+	/* Written by refresh_stop(): a query in progress gives up at once, so
+	 * that stopping never waits for a hung runtime. */
+	int cancel_fd;
+
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	bool stop, kicked;
+};
+
+int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
+		  const struct errbuf *err, struct verdict *out)
+{
+	verdict_init(out);
+	if (r >= 0) {
+		st->failures = 0;
+		st->have_result = true;
+		st->last_error[0] = '\0';
+		*out = *v;
+		verdict_init(v);
+		verdict_sort(out);
+		return 0;
+	}
+	st->failures++;
+	snprintf(st->last_error, sizeof(st->last_error), "%s", err->msg);
+	/* One failed query is not a verdict: keep what was said before (or
+	 * "not determined yet") for the first failures. */
+	if (st->failures <= REFRESH_KEPT_FAILURES)
+		return verdict_copy(out, &st->current);
+	out->healthy = false;
+	return verdict_set_error(out, "%s", err->msg);
+}
+
+static void log_transition(const struct verdict *old, const struct verdict *now,
+			   const struct refresh_state *st, unsigned old_failures)
+{
+	char summary[512];
+	verdict_summary(now, summary, sizeof(summary));
+	if (st->failures == 1)
+		log_msg(LOG_WARNING, "refresh failed: %s (keeping the previous verdict)",
+			st->last_error);
+	else if (st->failures > 1 && st->failures != REFRESH_KEPT_FAILURES + 1)
+		log_msg(LOG_DEBUG, "refresh failed again (%u in a row): %s", st->failures,
+			st->last_error);
+	else if (st->failures == 0 && old_failures > 0)
+		log_msg(LOG_NOTICE, "refresh works again after %u failure%s", old_failures,
+			old_failures == 1 ? "" : "s");
+	if (verdict_equal(old, now))
+		return;
+	const char *fields[] = { now->healthy ? "HEALTHD_VERDICT=healthy"
+					      : "HEALTHD_VERDICT=unhealthy",
+				 NULL };
+	log_fields(now->healthy ? LOG_NOTICE : LOG_WARNING, fields, "verdict: %s", summary);
+	notify_status(summary);
+}
+
+static void refresh_one(struct refresher *rf)
+{
+	struct verdict v, out;
+	struct errbuf err = { "" };
+	int64_t start = clock_mono_ms();
+	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
+	verdict_init(&v);
+	int r = source_refresh(rf->cfg, rf->app, deadline, rf->cancel_fd, &v, &err);
+	if (r == -ECANCELED) {
+		verdict_free(&v);
+		return;
+	}
+	int64_t end = clock_mono_ms();
+	if (r >= 0 && end > deadline) {
+		/* A source that overran its deadline answered about a moment
+		 * that is already gone. */
+		verdict_free(&v);
+		r = errbuf_set(&err, ETIMEDOUT, "refresh took %.1f s, longer than the %.1f s limit",
+			       (double)(end - start) / 1000,
+			       (double)rf->cfg->refresh_timeout_ms / 1000);
+	} else if (r == -ENOMEM) {
+		errbuf_set(&err, ENOMEM, "out of memory");
+	}
+	unsigned old_failures = rf->st.failures;
+	if (refresh_apply(&rf->st, r, &v, &err, &out) < 0) {
+		verdict_free(&v);
+		log_msg(LOG_ERR, "out of memory publishing a verdict");
+		return;
+	}
+	verdict_free(&v);
+	log_transition(&rf->st.current, &out, &rf->st, old_failures);
+	struct verdict copy;
+	if (verdict_copy(&copy, &out) < 0) {
+		verdict_free(&out);
+		return;
+	}
+	verdict_free(&rf->st.current);
+	rf->st.current = out;
+	struct snapshot *s = snapshot_new(&copy, clock_mono_ms());
+	verdict_free(&copy);
+	if (!s) {
+		log_msg(LOG_ERR, "out of memory publishing a verdict");
+		return;
+	}
+	cache_publish(rf->cache, s);
+}
+
+/* Sleeps until when, a stop, or a kick; returns true when kicked. */
+static bool wait_until(struct refresher *rf, int64_t when)
+{
+	struct timespec ts = { .tv_sec = when / 1000, .tv_nsec = (when % 1000) * 1000000 };
+	pthread_mutex_lock(&rf->lock);
+	while (!rf->stop && !rf->kicked && clock_mono_ms() < when)
+		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
+	bool kicked = rf->kicked;
+	rf->kicked = false;
+	pthread_mutex_unlock(&rf->lock);
+	return kicked;
+}
+
+static bool stopping(struct refresher *rf)
+{
+	pthread_mutex_lock(&rf->lock);
+	bool s = rf->stop;
+	pthread_mutex_unlock(&rf->lock);
+	return s;
+}
+
+static void *loop(void *arg)
+{
+	struct refresher *rf = arg;
+	int64_t next = clock_mono_ms(), next_ping = next;
+	while (!stopping(rf)) {
+		int64_t now = clock_mono_ms();
+		if (now >= next) {
+			refresh_one(rf);
+			/* Start to start, so the cadence does not drift by the
+			 * refresh's own duration; never two back to back. */
+			next += rf->cfg->interval_ms;
+			now = clock_mono_ms();
+			if (next < now)
+				next = now + rf->cfg->interval_ms;
+		}
+		/* Pinged from here only: a wedged loop stops the pings and
+		 * systemd restarts the agent. */
+		if (rf->watchdog_ms > 0 && now >= next_ping) {
+			notify_watchdog();
+			next_ping = now + rf->watchdog_ms / 2;
+		}
+		int64_t wake = next;
+		if (rf->watchdog_ms > 0 && next_ping < wake)
+			wake = next_ping;
+		if (wait_until(rf, wake))
+			next = clock_mono_ms();
+	}
+	return NULL;
+}
+
+int refresh_start(const struct config *cfg, const struct app_compose *app,
+		  struct cache *cache, struct refresher **out, struct errbuf *err)
+{
+	struct refresher *rf = calloc(1, sizeof(*rf));
+	if (!rf)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	rf->cfg = cfg;
+	rf->app = app;
+	rf->cache = cache;
+	rf->watchdog_ms = notify_watchdog_ms();
+	int r = source_initial_verdict(app, &rf->st.current);
+	if (r < 0) {
+		free(rf);
+		return errbuf_set(err, ENOMEM, "out of memory");
+	}
+	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (rf->cancel_fd < 0) {
+		r = errno;
+		verdict_free(&rf->st.current);
+		free(rf);
+		return errbuf_set(err, r, "eventfd: %s", strerror(r));
+	}
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rf->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&rf->lock, NULL);
+	r = pthread_create(&rf->thread, NULL, loop, rf);
+	if (r != 0) {
+		pthread_cond_destroy(&rf->cond);
+		pthread_mutex_destroy(&rf->lock);
+		close(rf->cancel_fd);
+		verdict_free(&rf->st.current);
+		free(rf);
+		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
+	}
+	*out = rf;
+	return 0;
+}
+
+void refresh_kick(struct refresher *rf)
+{
+	pthread_mutex_lock(&rf->lock);
+	rf->kicked = true;
+	pthread_cond_signal(&rf->cond);
+	pthread_mutex_unlock(&rf->lock);
+}
+
+void refresh_stop(struct refresher *rf)
+{
+	if (!rf)
+		return;
+	pthread_mutex_lock(&rf->lock);
+	rf->stop = true;
+	pthread_cond_signal(&rf->cond);
+	pthread_mutex_unlock(&rf->lock);
+	uint64_t one = 1;
+	if (write(rf->cancel_fd, &one, sizeof(one)) < 0) {
+		/* Cannot fail for an eventfd this far from overflow; without it
+		 * the join still ends, at the refresh deadline. */
+	}
+	pthread_join(rf->thread, NULL);
+	close(rf->cancel_fd);
+	pthread_cond_destroy(&rf->cond);
+	pthread_mutex_destroy(&rf->lock);
+	verdict_free(&rf->st.current);
+	free(rf);
+}

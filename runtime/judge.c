@@ -1,0 +1,107 @@
+/* The verdict for the containers of the app's Compose project (spec, "Default:
+ * container healthchecks"; DESIGN.md §4). Pure: facts in, verdict out. */
+#include "container.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "../agent/err.h"
+
+/* Names and runtime words shown to anonymous callers are cleaned and cut. */
+#define SHOWN_BYTES 256
+
+static bool declares_healthcheck(const struct container *c)
+{
+	/* Docker drops State.Health for a disabled healthcheck; nerdctl and
+	 * older engines may say "" or "none". None of those is evidence. */
+	return c->health && c->health[0] && strcmp(c->health, "none") != 0;
+}
+
+/* A health result recorded before the current start says nothing about this
+ * run: nerdctl keeps the last result across a restart or a reboot, where
+ * Docker resets it to starting. */
+static bool health_predates_start(const struct container *c)
+{
+	return c->health_log_end_ns > 0 && c->started_at_ns > 0 &&
+	       c->health_log_end_ns < c->started_at_ns;
+}
+
+static void shown_name(char *buf, size_t n, const struct container *c)
+{
+	const char *name = c->name;
+	if (name && name[0] == '/')
+		name++;
+	if (!name || !name[0])
+		name = c->id && c->id[0] ? c->id : "<unnamed container>";
+	err_clean(buf, n, name, SHOWN_BYTES);
+}
+
+/* Adds the entry for one container that declares a healthcheck, if it fails. */
+static int judge_one(const struct container *c, struct verdict *out)
+{
+	char name[SHOWN_BYTES + 1], health[SHOWN_BYTES + 1], state[SHOWN_BYTES + 1];
+
+	shown_name(name, sizeof(name), c);
+	err_clean(health, sizeof(health), c->health, SHOWN_BYTES);
+	/* Docker reports Running:true while paused; nerdctl keeps "healthy"
+	 * after a container stops. Run state is checked before health. */
+	if (!c->running || c->paused) {
+		const char *s = c->state && c->state[0] ? c->state : NULL;
+		if (!s || (c->paused && strcmp(s, "running") == 0))
+			s = c->paused ? "paused" : "not running";
+		err_clean(state, sizeof(state), s, SHOWN_BYTES);
+		return verdict_add(out, name, "%s (last health check: %s)", state, health);
+	}
+	if (health_predates_start(c))
+		return verdict_add(out, name,
+				   "starting (last health check predates the current start)");
+	if (strcmp(c->health, "healthy") == 0)
+		return 0;
+	return verdict_add(out, name, "%s", health);
+}
+
+/* Health gating is on but nothing can produce an answer: a pass would leave
+ * the feature switched on and doing nothing (spec). */
+static int no_healthcheck(size_t created, struct verdict *out)
+{
+	static const char fix[] =
+		"so nothing can be judged; add a healthcheck to at least one "
+		"service (healthcheck: {disable: true} does not count)";
+	if (created == 1)
+		return verdict_add(out, COMPOSE_ENTRY,
+				   "the only container declares no healthcheck, %s", fix);
+	return verdict_add(out, COMPOSE_ENTRY,
+			   "none of the %zu containers declares a healthcheck, %s",
+			   created, fix);
+}
+
+int containers_judge(const struct container_list *l, struct verdict *out)
+{
+	size_t created = 0, judged = 0;
+	int r;
+
+	for (size_t i = 0; i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		/* An exited `compose run` container must not hold the app out of
+		 * rotation forever (this agent's choice, DESIGN.md §4). */
+		if (c->oneoff)
+			continue;
+		created++;
+		if (!declares_healthcheck(c))
+			continue;
+		judged++;
+		if ((r = judge_one(c, out)) < 0)
+			return r;
+	}
+	if (created == 0)
+		r = verdict_add(out, COMPOSE_ENTRY, "no container has been created yet");
+	else if (judged == 0)
+		r = no_healthcheck(created, out);
+	else
+		r = 0;
+	if (r < 0)
+		return r;
+	verdict_sort(out);
+	out->healthy = out->n_entries == 0;
+	return 0;
+}

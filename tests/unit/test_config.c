@@ -1,0 +1,203 @@
+/* Config precedence and validation: flag beats env beats file beats default,
+ * and every error names its source. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "agent/config.h"
+#include "tests/tap.h"
+
+static char dir[] = "/tmp/healthd-config-XXXXXX";
+
+/* Paths handed out by write_file, freed at the end. */
+static char *paths[8];
+static size_t n_paths;
+
+static const char *write_file(const char *name, const char *text)
+{
+	char *path = NULL;
+	if (asprintf(&path, "%s/%s", dir, name) < 0)
+		abort();
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	if (n_paths < sizeof(paths) / sizeof(paths[0]))
+		paths[n_paths++] = path;
+	return path;
+}
+
+static void clear_env(void)
+{
+	static const char *const vars[] = {
+		"DSTACK_HEALTHD_CONFIG",	  "DSTACK_HEALTHD_LISTEN",
+		"DSTACK_HEALTHD_INTERVAL",	  "DSTACK_HEALTHD_COMPOSE_FILE",
+		"DSTACK_HEALTHD_DOCKER_HOST",	  "DSTACK_HEALTHD_REFRESH_TIMEOUT",
+		"DSTACK_HEALTHD_LOG_LEVEL",	  "DOCKER_HOST",
+		"DOCKER_TLS_VERIFY",		  "DSTACK_HEALTHD_DOCKER_TLS_VERIFY",
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
+struct env_kv {
+	const char *k, *v;
+};
+
+struct want {
+	const char *listen;
+	long long interval_ms;
+	const char *docker_host;
+	const char *compose_file;
+};
+
+static void test_precedence(void)
+{
+	const char *cfg = write_file("c.json", "{\"listen\":\"file:1\",\"interval\":2.5,"
+					       "\"docker_host\":\"unix:///file.sock\"}");
+	char cflag[300];
+	snprintf(cflag, sizeof(cflag), "--config=%s", cfg);
+	static const struct {
+		const char *what;
+		const char *argv[6];
+		struct env_kv env[3];
+		struct want w;
+	} cases[] = {
+		{ "defaults", { "x" }, { { 0 } },
+		  { "0.0.0.0:8090", 5000, "unix:///var/run/docker.sock",
+		    "/dstack/.host-shared/app-compose.json" } },
+		{ "DOCKER_HOST is the docker default", { "x" }, { { "DOCKER_HOST", "tcp://h:1" } },
+		  { "0.0.0.0:8090", 5000, "tcp://h:1", NULL } },
+		{ "file beats default", { "x", "CFG" }, { { 0 } },
+		  { "file:1", 2500, "unix:///file.sock", NULL } },
+		{ "file beats DOCKER_HOST", { "x", "CFG" }, { { "DOCKER_HOST", "tcp://h:1" } },
+		  { "file:1", 2500, "unix:///file.sock", NULL } },
+		{ "env beats file", { "x", "CFG" },
+		  { { "DSTACK_HEALTHD_LISTEN", "env:2" }, { "DSTACK_HEALTHD_INTERVAL", "0.25" } },
+		  { "env:2", 250, "unix:///file.sock", NULL } },
+		{ "flag beats env", { "x", "CFG", "--listen", "flag:3", "--interval=7" },
+		  { { "DSTACK_HEALTHD_LISTEN", "env:2" }, { "DSTACK_HEALTHD_INTERVAL", "0.25" } },
+		  { "flag:3", 7000, "unix:///file.sock", NULL } },
+		{ "config file from env", { "x" }, { { "DSTACK_HEALTHD_CONFIG", "CFGPATH" } },
+		  { "file:1", 2500, NULL, NULL } },
+		{ "flag only", { "x", "--compose-file", "/a.json" }, { { 0 } },
+		  { NULL, 5000, NULL, "/a.json" } },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		clear_env();
+		char *argv[6] = { 0 };
+		int argc = 0;
+		for (; argc < 6 && cases[i].argv[argc]; argc++)
+			argv[argc] = strcmp(cases[i].argv[argc], "CFG") ? (char *)cases[i].argv[argc]
+									: cflag;
+		for (int k = 0; k < 3 && cases[i].env[k].k; k++)
+			setenv(cases[i].env[k].k,
+			       strcmp(cases[i].env[k].v, "CFGPATH") ? cases[i].env[k].v : cfg, 1);
+		struct config c;
+		struct errbuf e = { "" };
+		int r = config_load(argc, argv, &c, &e);
+		if (!ok(r == 0, "%s: loads (%s)", cases[i].what, e.msg))
+			continue;
+		const struct want *w = &cases[i].w;
+		if (w->listen)
+			is_str(c.listen, w->listen, "%s: listen", cases[i].what);
+		is_int(c.interval_ms, w->interval_ms, "%s: interval", cases[i].what);
+		if (w->docker_host)
+			is_str(c.docker_host, w->docker_host, "%s: docker host", cases[i].what);
+		if (w->compose_file)
+			is_str(c.compose_file, w->compose_file, "%s: compose file", cases[i].what);
+		config_free(&c);
+	}
+	clear_env();
+}
+
+static void test_errors(void)
+{
+	const char *unknown = write_file("u.json", "{\"listne\":\"x\"}");
+	const char *badtype = write_file("t.json", "{\"interval\":\"5\"}");
+	const char *notobj = write_file("n.json", "[1]");
+	const char *broken = write_file("b.json", "{\"listen\":");
+	char a1[300], a2[300], a3[300], a4[300];
+	snprintf(a1, sizeof(a1), "--config=%s", unknown);
+	snprintf(a2, sizeof(a2), "--config=%s", badtype);
+	snprintf(a3, sizeof(a3), "--config=%s", notobj);
+	snprintf(a4, sizeof(a4), "--config=%s", broken);
+	static const struct {
+		const char *argv[4];
+		struct env_kv env;
+		const char *want; /* substring of the message */
+	} cases[] = {
+		{ { "x", "--interval", "abc" }, { 0 }, "--interval: must be a number" },
+		{ { "x", "--interval", "0" }, { 0 }, "--interval: must be a number" },
+		{ { "x", "--interval", "-1" }, { 0 }, "--interval" },
+		{ { "x", "--refresh-timeout", "1e9" }, { 0 }, "--refresh-timeout" },
+		{ { "x", "--listen", "" }, { 0 }, "--listen: must not be empty" },
+		{ { "x", "--log-level", "loud" }, { 0 }, "--log-level" },
+		{ { "x", "--bogus" }, { 0 }, "--bogus: unknown option" },
+		{ { "x", "--listen" }, { 0 }, "--listen: needs a value" },
+		{ { "x", "stray" }, { 0 }, "stray: unexpected argument" },
+		{ { "x" }, { "DSTACK_HEALTHD_INTERVAL", "soon" }, "DSTACK_HEALTHD_INTERVAL: must be" },
+		{ { "x" }, { "DSTACK_HEALTHD_DOCKER_TLS_VERIFY", "maybe" },
+		  "DSTACK_HEALTHD_DOCKER_TLS_VERIFY: must be true or false" },
+		{ { "x", "A1" }, { 0 }, "u.json: listne: unknown option" },
+		{ { "x", "A2" }, { 0 }, "t.json: interval: must be a number of seconds, not a string" },
+		{ { "x", "A3" }, { 0 }, "n.json: must be a JSON object" },
+		{ { "x", "A4" }, { 0 }, "b.json: " },
+		{ { "x", "--config=/nonexistent/healthd.json" }, { 0 },
+		  "/nonexistent/healthd.json: does not exist" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		clear_env();
+		char *argv[4] = { 0 };
+		int argc = 0;
+		for (; argc < 4 && cases[i].argv[argc]; argc++) {
+			const char *a = cases[i].argv[argc];
+			argv[argc] = !strcmp(a, "A1")	? a1
+				     : !strcmp(a, "A2") ? a2
+				     : !strcmp(a, "A3") ? a3
+				     : !strcmp(a, "A4") ? a4
+							: (char *)a;
+		}
+		if (cases[i].env.k)
+			setenv(cases[i].env.k, cases[i].env.v, 1);
+		struct config c;
+		struct errbuf e = { "" };
+		int r = config_load(argc, argv, &c, &e);
+		ok(r < 0 && strstr(e.msg, cases[i].want), "error case %zu: '%s' contains '%s'", i,
+		   e.msg, cases[i].want);
+		if (r == 0)
+			config_free(&c);
+	}
+	clear_env();
+}
+
+static void test_actions(void)
+{
+	char *argv[] = { "x", "--once", "--log-level=debug", NULL };
+	struct config c;
+	struct errbuf e;
+	clear_env();
+	ok(config_load(3, argv, &c, &e) == 0 && c.once && c.log_priority == LOG_DEBUG,
+	   "--once and --log-level=debug");
+	config_free(&c);
+	char *argv2[] = { "x", "-h", NULL };
+	ok(config_load(2, argv2, &c, &e) == 0 && c.help, "-h asks for help");
+	config_free(&c);
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir))
+		return 1;
+	test_precedence();
+	test_errors();
+	test_actions();
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		ok(0, "cleanup");
+	for (size_t i = 0; i < n_paths; i++)
+		free(paths[i]);
+	return done_testing();
+}

@@ -1,0 +1,179 @@
+/* Table tests for runtime/judge.c: the container rules of the spec, one case
+ * per rule and their combinations. Containers are built in place: the judge
+ * only reads them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/container.h"
+#include "tests/tap.h"
+
+#define MAXC 5
+#define S 1000000000LL /* one second in ns */
+
+/* Shorthands for a container's facts. */
+#define RUN(n, h) { .name = n, .state = "running", .running = true, .health = h }
+#define EXITED(n, h) { .name = n, .state = "exited", .health = h }
+
+static const char NONE1[] =
+	"<compose>=the only container declares no healthcheck, so nothing can be "
+	"judged; add a healthcheck to at least one service (healthcheck: "
+	"{disable: true} does not count)";
+#define NONE_N(k)                                                             \
+	"<compose>=none of the " #k " containers declares a healthcheck, so "  \
+	"nothing can be judged; add a healthcheck to at least one service "     \
+	"(healthcheck: {disable: true} does not count)"
+static const char NOTHING[] = "<compose>=no container has been created yet";
+
+struct jcase {
+	const char *what;
+	struct container c[MAXC];
+	size_t n;
+	const char *want; /* "" healthy, else "name=status|name=status" sorted */
+};
+
+static const struct jcase cases[] = {
+	{ "no containers at all", { { 0 } }, 0, NOTHING },
+	{ "only a one-off", { { .name = "app-run-1", .state = "exited", .oneoff = true,
+				.health = "unhealthy" } }, 1, NOTHING },
+	{ "one healthy", { RUN("web", "healthy") }, 1, "" },
+	{ "leading slash dropped", { RUN("/web", "starting") }, 1, "web=starting" },
+	{ "starting is not healthy", { RUN("web", "starting") }, 1, "web=starting" },
+	{ "unhealthy", { RUN("web", "unhealthy") }, 1, "web=unhealthy" },
+	{ "unknown health word is the status", { RUN("web", "weird") }, 1, "web=weird" },
+	{ "health is case-sensitive", { RUN("web", "Healthy") }, 1, "web=Healthy" },
+	{ "no health (absent)", { RUN("web", NULL) }, 1, NONE1 },
+	{ "health empty", { RUN("web", "") }, 1, NONE1 },
+	{ "health none", { RUN("web", "none") }, 1, NONE1 },
+	{ "three without healthchecks", { RUN("a", NULL), RUN("b", "none"),
+					  EXITED("c", NULL) }, 3, NONE_N(3) },
+	{ "one-offs are not counted as created",
+	  { RUN("a", NULL), { .name = "r", .oneoff = true, .health = "healthy",
+			      .running = true } }, 2, NONE1 },
+	{ "one-off unhealthy skipped, service healthy",
+	  { RUN("web", "healthy"), { .name = "web-run", .state = "exited", .oneoff = true,
+				     .health = "unhealthy" } }, 2, "" },
+	{ "skipped without healthcheck, judged one healthy",
+	  { RUN("web", "healthy"), RUN("sidecar", NULL), EXITED("init", NULL) }, 3, "" },
+	{ "exited container without healthcheck does not count",
+	  { RUN("web", "starting"), EXITED("init", NULL) }, 2, "web=starting" },
+	{ "exited but last check healthy (nerdctl)", { EXITED("web", "healthy") }, 1,
+	  "web=exited (last health check: healthy)" },
+	{ "exited and unhealthy (docker)", { EXITED("web", "unhealthy") }, 1,
+	  "web=exited (last health check: unhealthy)" },
+	{ "created, never started", { { .name = "web", .state = "created",
+				       .health = "starting" } }, 1,
+	  "web=created (last health check: starting)" },
+	{ "restarting", { { .name = "web", .state = "restarting", .health = "healthy" } }, 1,
+	  "web=restarting (last health check: healthy)" },
+	{ "dead", { { .name = "web", .state = "dead", .health = "unhealthy" } }, 1,
+	  "web=dead (last health check: unhealthy)" },
+	{ "paused with Running:true (docker)",
+	  { { .name = "web", .state = "paused", .running = true, .paused = true,
+	      .health = "healthy" } }, 1, "web=paused (last health check: healthy)" },
+	{ "paused but state says running",
+	  { { .name = "web", .state = "running", .running = true, .paused = true,
+	      .health = "healthy" } }, 1, "web=paused (last health check: healthy)" },
+	{ "not running, no state", { { .name = "web", .health = "healthy" } }, 1,
+	  "web=not running (last health check: healthy)" },
+	{ "running but state word missing", { { .name = "web", .running = true,
+						.health = "healthy" } }, 1, "" },
+	{ "health log predates start (nerdctl reboot)",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .started_at_ns = 200 * S, .health_log_end_ns = 100 * S } }, 1,
+	  "web=starting (last health check predates the current start)" },
+	{ "unhealthy log predates start",
+	  { { .name = "web", .state = "running", .running = true, .health = "unhealthy",
+	      .started_at_ns = 200 * S, .health_log_end_ns = 100 * S } }, 1,
+	  "web=starting (last health check predates the current start)" },
+	{ "health log after start",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .started_at_ns = 100 * S, .health_log_end_ns = 200 * S } }, 1, "" },
+	{ "health log ends exactly at start",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .started_at_ns = 100 * S, .health_log_end_ns = 100 * S } }, 1, "" },
+	{ "start time unknown",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .health_log_end_ns = 100 * S } }, 1, "" },
+	{ "log end unknown",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .started_at_ns = 100 * S } }, 1, "" },
+	{ "stopped with a stale log: run state wins",
+	  { { .name = "web", .state = "exited", .health = "healthy",
+	      .started_at_ns = 200 * S, .health_log_end_ns = 100 * S } }, 1,
+	  "web=exited (last health check: healthy)" },
+	{ "two failing, sorted by name",
+	  { RUN("zeta", "starting"), RUN("alpha", "unhealthy"), RUN("mid", "healthy") }, 3,
+	  "alpha=unhealthy|zeta=starting" },
+	{ "sorted after slash is dropped",
+	  { RUN("/b", "unhealthy"), RUN("a", "starting") }, 2, "a=starting|b=unhealthy" },
+	{ "mixed: one stopped, one starting, one skipped, one one-off",
+	  { EXITED("db", "healthy"), RUN("web", "starting"), RUN("proxy", NULL),
+	    { .name = "migrate", .oneoff = true, .state = "exited", .health = "unhealthy" },
+	    RUN("cache", "healthy") }, 5,
+	  "db=exited (last health check: healthy)|web=starting" },
+	{ "all healthy", { RUN("a", "healthy"), RUN("b", "healthy"),
+			   RUN("c", NULL) }, 3, "" },
+	{ "no name falls back to the id",
+	  { { .id = "0123abcd", .state = "running", .running = true,
+	      .health = "unhealthy" } }, 1, "0123abcd=unhealthy" },
+	{ "no name and no id",
+	  { { .state = "running", .running = true, .health = "unhealthy" } }, 1,
+	  "<unnamed container>=unhealthy" },
+	{ "control characters in name and health are cleaned",
+	  { RUN("we\nb", "bad\x1b[0m") }, 1, "we?b=bad?[0m" },
+};
+
+/* Renders a verdict's entries as "name=status|..." for comparison. */
+static void render(const struct verdict *v, char *buf, size_t n)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < v->n_entries && off < n; i++)
+		off += (size_t)snprintf(buf + off, n - off, "%s%s=%s", i ? "|" : "",
+					v->entries[i].name, v->entries[i].status);
+}
+
+static void test_cases(void)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct jcase *tc = &cases[i];
+		struct container_list l = { .v = (struct container *)tc->c, .n = tc->n };
+		struct verdict v;
+		char got[2048];
+		verdict_init(&v);
+		v.healthy = !tc->want[0] ? false : true; /* must be overwritten */
+		int r = containers_judge(&l, &v);
+		is_int(r, 0, "%s: judged", tc->what);
+		render(&v, got, sizeof(got));
+		is_str(got, tc->want, "%s: entries", tc->what);
+		is_int(v.healthy, !tc->want[0], "%s: healthy iff no entries", tc->what);
+		ok(v.error == NULL, "%s: no error", tc->what);
+		verdict_free(&v);
+	}
+}
+
+/* A long container name is cut, not copied whole. */
+static void test_long_name(void)
+{
+	char name[1000];
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	struct container c = { .name = name, .state = "running", .running = true,
+			       .health = "unhealthy" };
+	struct container_list l = { .v = &c, .n = 1 };
+	struct verdict v;
+	verdict_init(&v);
+	containers_judge(&l, &v);
+	ok(v.n_entries == 1 && strlen(v.entries[0].name) == 256 &&
+		   strcmp(v.entries[0].name + 253, "...") == 0,
+	   "a long name is cut at 256 bytes");
+	verdict_free(&v);
+}
+
+int main(void)
+{
+	test_cases();
+	test_long_name();
+	return done_testing();
+}

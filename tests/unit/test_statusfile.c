@@ -1,0 +1,246 @@
+/* Table tests for statusfile/statusfile.c: the pure rules of the status file,
+ * then the reader against real files, FIFOs, sockets and symlinks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "statusfile/statusfile.h"
+#include "tests/tap.h"
+
+#define NOW 1771234567
+
+static const char STALE[] = "written 61 s ago; older than 60 s counts as unhealthy";
+static const char EMPTY[] = "the status file is empty";
+static const char ONE_LINE[] = "the status file has only one line; line 2 must be "
+			       "the Unix timestamp at which it was written";
+static const char BAD_WORD[] = "line 1 is neither healthy nor unhealthy";
+static const char BAD_TIME[] = "line 2 is not a Unix timestamp in seconds";
+static const char THREE[] = "the status file has more than two lines";
+static const char REPORTS[] = "the app reports unhealthy";
+
+static void test_parse(void)
+{
+	static const struct {
+		const char *what, *in;
+		const char *want; /* NULL: healthy */
+	} cases[] = {
+		{ "fresh healthy", "healthy\n1771234567\n", NULL },
+		{ "no trailing newline", "healthy\n1771234567", NULL },
+		{ "mixed case", "HeAlThY\n1771234567\n", NULL },
+		{ "upper case", "HEALTHY\n1771234567\n", NULL },
+		{ "CRLF", "healthy\r\n1771234567\r\n", NULL },
+		{ "padded", "  healthy \t\n\t1771234567  \n", NULL },
+		{ "blank lines after line 2", "healthy\n1771234567\n\n \n", NULL },
+		{ "exactly 60 s old", "healthy\n1771234507\n", NULL },
+		{ "61 s old", "healthy\n1771234506\n", STALE },
+		{ "75 s old", "healthy\n1771234492\n",
+		  "written 75 s ago; older than 60 s counts as unhealthy" },
+		{ "epoch", "healthy\n0\n",
+		  "written 1771234567 s ago; older than 60 s counts as unhealthy" },
+		{ "in the future", "healthy\n1771239999\n", NULL },
+		{ "far future", "healthy\n9223372036854775807\n", NULL },
+		{ "unhealthy", "unhealthy\n1771234567\n", REPORTS },
+		{ "unhealthy mixed case", "UnHealthy\n1771234567\n", REPORTS },
+		{ "unhealthy and stale", "unhealthy\n1\n", REPORTS },
+		{ "empty", "", EMPTY },
+		{ "only newlines", "\n\n\n", EMPTY },
+		{ "only blanks", " \t\r\n \n", EMPTY },
+		{ "one line", "healthy", ONE_LINE },
+		{ "one line with newline", "healthy\n", ONE_LINE },
+		{ "one line then blank lines", "healthy\n\r\n\n", ONE_LINE },
+		{ "unknown word", "ok\n1771234567\n", BAD_WORD },
+		{ "word with suffix", "healthyish\n1771234567\n", BAD_WORD },
+		{ "two words", "healthy yes\n1771234567\n", BAD_WORD },
+		{ "empty line 1", "\n1771234567\n", BAD_WORD },
+		{ "unknown word, one line", "garbage", ONE_LINE },
+		{ "unknown word and bad number", "nope\nsoon\n", BAD_WORD },
+		{ "BOM is not stripped", "\xef\xbb\xbfhealthy\n1771234567\n", BAD_WORD },
+		{ "NUL in line 1", "heal\0thy\n1771234567\n", BAD_WORD },
+		{ "bad number", "healthy\nsoon\n", BAD_TIME },
+		{ "empty line 2 then more", "healthy\n\n1771234567\n", BAD_TIME },
+		{ "negative", "healthy\n-5\n", BAD_TIME },
+		{ "plus sign", "healthy\n+1771234567\n", BAD_TIME },
+		{ "fraction", "healthy\n1771234567.5\n", BAD_TIME },
+		{ "milliseconds overflow", "healthy\n99999999999999999999\n", BAD_TIME },
+		{ "one past INT64_MAX", "healthy\n9223372036854775808\n", BAD_TIME },
+		{ "hex", "healthy\n0x10\n", BAD_TIME },
+		{ "two numbers", "healthy\n1771234567 1\n", BAD_TIME },
+		{ "third line", "healthy\n1771234567\nextra\n", THREE },
+		{ "third line after blank", "healthy\n1771234567\n\nextra", THREE },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char reason[256] = "untouched";
+		size_t len = strlen(cases[i].in);
+		/* This input holds a NUL on purpose. */
+		if (strstr(cases[i].what, "NUL"))
+			len = sizeof("heal\0thy\n1771234567\n") - 1;
+		bool h = statusfile_parse(cases[i].in, len, NOW, reason, sizeof(reason));
+		if (!cases[i].want) {
+			ok(h, "%s: healthy", cases[i].what);
+			is_str(reason, "", "%s: no reason", cases[i].what);
+		} else {
+			ok(!h, "%s: not healthy", cases[i].what);
+			is_str(reason, cases[i].want, "%s: reason", cases[i].what);
+		}
+	}
+}
+
+/* The reason never quotes the file's bytes. */
+static void test_never_quoted(void)
+{
+	static const char *inputs[] = {
+		"MARKER-SECRET\n1771234567\n",
+		"healthy\nMARKER-SECRET\n",
+		"healthy\n1771234567\nMARKER-SECRET\n",
+		"MARKER-SECRET",
+	};
+	for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
+		char reason[256];
+		statusfile_parse(inputs[i], strlen(inputs[i]), NOW, reason, sizeof(reason));
+		ok(!strstr(reason, "MARKER") && !strstr(reason, "SECRET"),
+		   "input %zu is not quoted back (%s)", i, reason);
+	}
+	char small[8];
+	statusfile_parse("x\n1\n", 4, NOW, small, sizeof(small));
+	is_int(strlen(small), 7, "a small reason buffer is cut, not overrun");
+}
+
+static char dir[256];
+
+static void path_of(char *buf, size_t n, const char *name)
+{
+	snprintf(buf, n, "%s/%s", dir, name);
+}
+
+static void write_file(const char *name, const char *s, size_t len)
+{
+	char p[512];
+	path_of(p, sizeof(p), name);
+	FILE *f = fopen(p, "w");
+	if (!f || fwrite(s, 1, len, f) != len || fclose(f) != 0)
+		ok(0, "cannot write %s", p);
+}
+
+/* Judges dir/name and checks the outcome: want NULL for healthy, or a
+ * substring of the single entry's status. */
+static void judge_case(const char *what, const char *name, const char *want)
+{
+	char p[1024];
+	path_of(p, sizeof(p), name);
+	struct verdict v;
+	verdict_init(&v);
+	v.healthy = !!want; /* must be overwritten */
+	int r = statusfile_judge(p, NOW, &v);
+	is_int(r, 0, "%s: judged", what);
+	if (!want) {
+		ok(v.healthy && v.n_entries == 0, "%s: healthy with no entries", what);
+	} else {
+		ok(!v.healthy && v.n_entries == 1, "%s: not healthy, one entry", what);
+		if (v.n_entries == 1) {
+			is_str(v.entries[0].name, "<health_file>", "%s: entry name", what);
+			if (!ok(strstr(v.entries[0].status, want) != NULL, "%s: reason", what))
+				printf("#   got:  '%s'\n#   want: '%s'\n", v.entries[0].status, want);
+		}
+	}
+	verdict_free(&v);
+}
+
+static void test_files(void)
+{
+	char p[1024], q[1024];
+	const char *good = "healthy\n1771234567\n";
+
+	write_file("good", good, strlen(good));
+	write_file("stale", "healthy\n1771234000\n", 19);
+	write_file("bad", "maybe\n1771234567\n", 17);
+	write_file("empty", "", 0);
+	static char big[STATUSFILE_MAX_BYTES + 1];
+	memcpy(big, good, strlen(good));
+	memset(big + strlen(good), '\n', sizeof(big) - strlen(good));
+	write_file("big", big, sizeof(big));
+	write_file("max", big, STATUSFILE_MAX_BYTES);
+	path_of(p, sizeof(p), "fifo");
+	ok(mkfifo(p, 0600) == 0, "make a FIFO");
+	path_of(p, sizeof(p), "sub");
+	mkdir(p, 0700);
+	write_file("sub/inner", good, strlen(good));
+	path_of(p, sizeof(p), "link");
+	ok(symlink("good", p) == 0, "symlink to the file");
+	path_of(p, sizeof(p), "dirlink");
+	ok(symlink("sub", p) == 0, "symlink to a directory");
+	path_of(p, sizeof(p), "dangling");
+	ok(symlink("nowhere", p) == 0, "dangling symlink");
+	path_of(p, sizeof(p), "loop");
+	ok(symlink("loop", p) == 0, "symlink loop");
+	path_of(p, sizeof(p), "sock");
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t plen = strlen(p);
+	if (plen < sizeof(sa.sun_path))
+		memcpy(sa.sun_path, p, plen + 1);
+	ok(s >= 0 && plen < sizeof(sa.sun_path) && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind a socket");
+
+	judge_case("regular file", "good", NULL);
+	judge_case("stale file", "stale", "written 567 s ago; older than 60 s");
+	judge_case("unknown word", "bad", "line 1 is neither healthy nor unhealthy");
+	judge_case("empty file", "empty", "the status file is empty");
+	judge_case("missing file", "missing", "does not exist");
+	judge_case("missing parent", "nodir/health", "does not exist");
+	judge_case("parent is a file", "good/health", "does not exist");
+	judge_case("FIFO", "fifo", "is a FIFO; it must be a regular file");
+	judge_case("directory", "sub", "is a directory; it must be a regular file");
+	judge_case("socket", "sock", "is a socket; it must be a regular file");
+	judge_case("character device", "../../../../../../../../dev/null",
+		   "is a character device; it must be a regular file");
+	judge_case("symlink followed", "link", NULL);
+	judge_case("symlinked parent followed", "dirlink/inner", NULL);
+	judge_case("symlink to a directory", "dirlink", "is a directory");
+	judge_case("dangling symlink", "dangling", "does not exist");
+	judge_case("symlink loop", "loop", "too many levels of symbolic links");
+	judge_case("file of exactly 4096 bytes", "max", NULL);
+	judge_case("file over 4096 bytes", "big", "is larger than 4096 bytes");
+
+	/* The path is shown cleaned of control characters and cut at 256 bytes. */
+	path_of(p, sizeof(p), "evil\n\x1b[31mname");
+	struct verdict v;
+	verdict_init(&v);
+	statusfile_judge(p, NOW, &v);
+	ok(v.n_entries == 1 && !strpbrk(v.entries[0].status, "\n\x1b") &&
+		   strstr(v.entries[0].status, "evil??[31mname"),
+	   "control characters in the path are cleaned (%s)",
+	   v.n_entries ? v.entries[0].status : "");
+	verdict_free(&v);
+	int off = snprintf(q, sizeof(q), "%s/", dir);
+	memset(q + off, 'a', 600);
+	q[off + 600] = '\0';
+	verdict_init(&v);
+	statusfile_judge(q, NOW, &v);
+	ok(v.n_entries == 1 && !strstr(v.entries[0].status, q) &&
+		   strstr(v.entries[0].status, "a...") &&
+		   strlen(v.entries[0].status) < 256 + 64,
+	   "a long path is cut at 256 bytes");
+	verdict_free(&v);
+	close(s);
+}
+
+int main(void)
+{
+	test_parse();
+	test_never_quoted();
+	snprintf(dir, sizeof(dir), "%s/statusfile.XXXXXX", P_tmpdir);
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return done_testing();
+	}
+	test_files();
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
+	ok(system(cmd) == 0, "clean up");
+	return done_testing();
+}
