@@ -209,7 +209,7 @@ expect_compose_entry "no runtime file" "$NONE_YET"
 
 # --- a long-running agent: the runtime file appears, then changes ------------
 
-healthd_start late "$DH_T/rt-late.json" --interval 0.5 --refresh-timeout 2
+healthd_start late "$DH_T/rt-late.json" --interval 0.5 --refresh-timeout 10
 ok $? "agent: long-running agent listening"
 wait_for 10 healthd_query_like late "\"<compose>\".*$NONE_YET"
 like "$(healthd_query late)" "^\\{\"healthy\":false,\"unhealthy\":\\[\\{\"name\":\"<compose>\",\"status\":\"[^\"]*$NONE_YET[^\"]*\"\\}\\],\"error\":\"\"\\}$" \
