@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "json.h"
+#include "readfile.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)
 #define PATH_MAX_WHERE 4200
@@ -208,56 +209,13 @@ static int set_from_json(struct config *c, const struct opt_def *o, const struct
 	return set_from_text(c, o, s, where, err);
 }
 
-static int read_small_file(const char *path, char **buf, size_t *len, size_t max)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	if ((size_t)st.st_size > max)
-		return -EFBIG;
-	char *b = malloc(max + 1);
-	if (!b)
-		return -ENOMEM;
-	size_t n = 0;
-	for (;;) {
-		ssize_t r = read(fd, b + n, max + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = -errno;
-			free(b);
-			return e;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (n > max) {
-			free(b);
-			return -EFBIG;
-		}
-	}
-	b[n] = '\0';
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
 static int apply_file(struct config *c, const char *path, struct errbuf *err)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	int r = read_small_file(path, &buf, &len, CONFIG_MAX_BYTES);
-	if (r == -EFBIG)
-		return errbuf_set(err, EFBIG, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
-	if (r == -EINVAL)
-		return errbuf_set(err, EINVAL, "%s: not a regular file", path);
+	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
 	if (r < 0)
-		return errbuf_set(err, -r, "%s: %s", path, strerror(-r));
+		return r;
 	struct json j;
 	if ((r = json_parse(&j, buf, len, 1024, err)) < 0) {
 		errbuf_prefix(err, "%s", path);

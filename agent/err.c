@@ -53,3 +53,11 @@ void err_clean(char *dst, size_t n, const char *s, size_t max_bytes)
 	}
 	dst[i] = '\0';
 }
+
+bool err_has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
+}

@@ -13,6 +13,7 @@
 #ifndef HEALTHD_ERR_H
 #define HEALTHD_ERR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define ERRBUF_SIZE 512
@@ -35,5 +36,8 @@ void errbuf_prefix(struct errbuf *e, const char *fmt, ...)
  * '?', cut at max_bytes (marking the cut with "..."). For showing paths and
  * names that came from configuration or a runtime to an anonymous caller. */
 void err_clean(char *dst, size_t n, const char *s, size_t max_bytes);
+
+/* True when s holds a control byte (below 0x20, or DEL). */
+bool err_has_control(const char *s);
 
 #endif

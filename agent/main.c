@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "../rpc/encode.h"
 #include "../rpc/server.h"
@@ -93,30 +96,102 @@ static void log_start(const struct agent *a, const char *listen_desc)
 		   source);
 }
 
-/* Waits for SIGTERM/SIGINT; returns the signal. */
-static int wait_for_stop(const sigset_t *set)
+static void free_agent(struct agent *a)
 {
-	for (;;) {
-		int sig;
-		if (sigwait(set, &sig) != 0)
-			continue;
-		if (sig == SIGHUP) {
-			log_msg(LOG_NOTICE, "SIGHUP: reloading is not supported yet; restart the "
-					    "service to apply a new configuration");
-			continue;
-		}
-		return sig;
-	}
+	config_free(&a->cfg);
+	compose_free(&a->app);
 }
 
-static int serve(struct agent *a, const sigset_t *sigs)
+static void log_changes(const struct agent *old, const struct agent *now)
+{
+	const struct config *o = &old->cfg, *n = &now->cfg;
+#define CHANGED_STR(field, what)                                                  \
+	if (strcmp(o->field ? o->field : "", n->field ? n->field : ""))           \
+		log_msg(LOG_NOTICE, "reload: %s changed", what)
+	CHANGED_STR(compose_file, "compose_file");
+	CHANGED_STR(runtime_file, "runtime_file");
+	CHANGED_STR(docker_host, "docker_host");
+	CHANGED_STR(docker_cert_path, "docker_cert_path");
+	CHANGED_STR(nerdctl, "nerdctl");
+	CHANGED_STR(containerd_address, "containerd_address");
+#undef CHANGED_STR
+	if (o->interval_ms != n->interval_ms)
+		log_msg(LOG_NOTICE, "reload: interval %.3g s -> %.3g s",
+			(double)o->interval_ms / 1000, (double)n->interval_ms / 1000);
+	if (o->refresh_timeout_ms != n->refresh_timeout_ms)
+		log_msg(LOG_NOTICE, "reload: refresh_timeout %.3g s -> %.3g s",
+			(double)o->refresh_timeout_ms / 1000,
+			(double)n->refresh_timeout_ms / 1000);
+	if (o->log_priority != n->log_priority)
+		log_msg(LOG_NOTICE, "reload: log_level changed");
+	if (strcmp(o->listen, n->listen))
+		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
+				     "until a restart", n->listen);
+	if (strcmp(old->app.hash, now->app.hash))
+		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
+			old->app.hash, now->app.hash);
+}
+
+/* SIGHUP: re-reads the config and app-compose.json. A bad new config is
+ * refused and the running one stays in force. */
+static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
+		   struct refresher **rf)
+{
+	struct agent n = { 0 };
+	struct errbuf err = { "" };
+	if (load(argc, argv, &n, &err) < 0) {
+		log_set_max_priority(a->cfg.log_priority);
+		log_msg(LOG_ERR, "reload refused, the running configuration stays: %s", err.msg);
+		free_agent(&n);
+		return;
+	}
+	log_changes(a, &n);
+	refresh_stop(*rf);
+	*rf = NULL;
+	free_agent(a);
+	*a = n;
+	if (refresh_start(&a->cfg, &a->app, cache, rf, &err) < 0)
+		log_msg(LOG_ERR, "reload: %s", err.msg);
+	else
+		log_msg(LOG_NOTICE, "reloaded");
+}
+
+/* The listener: the one systemd passed (socket activation, sd_listen_fds(3))
+ * or a socket bound to --listen. */
+static int open_listener(const struct agent *a, int *fd)
+{
+	struct errbuf err = { "" };
+	int n = sd_listen_fds(1);
+	if (n < 0) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %s", strerror(-n));
+		return -1;
+	}
+	if (n > 1) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one", n);
+		return -1;
+	}
+	if (n == 1) {
+		if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening stream socket",
+				SD_LISTEN_FDS_START);
+			return -1;
+		}
+		*fd = SD_LISTEN_FDS_START;
+		return 0;
+	}
+	if (rpc_listen(a->cfg.listen, fd, &err) < 0) {
+		log_msg(LOG_ERR, "--listen: %s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 {
 	struct errbuf err = { "" };
 	int fd = -1;
-	if (rpc_listen(a->cfg.listen, &fd, &err) < 0) {
-		log_msg(LOG_ERR, "--listen: %s", err.msg);
+	if (open_listener(a, &fd) < 0)
 		return EXIT_CONFIG;
-	}
 	char desc[256];
 	if (rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
 		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
@@ -153,7 +228,10 @@ static int serve(struct agent *a, const sigset_t *sigs)
 	notify_ready(a->app.health_check ? "started; health not determined yet"
 					 : "healthy: health_check is off");
 
-	int sig = wait_for_stop(sigs);
+	int sig = 0;
+	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
+		if (sig == SIGHUP)
+			reload(argc, argv, a, cache, &rf);
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 	notify_stopping();
 	rc = EXIT_SUCCESS;
@@ -172,8 +250,7 @@ int main(int argc, char *argv[])
 	log_init();
 	if (load(argc, argv, &a, &err) < 0) {
 		fprintf(stderr, "dstack-healthd: %s\n", err.msg);
-		config_free(&a.cfg);
-		compose_free(&a.app);
+		free_agent(&a);
 		return EXIT_CONFIG;
 	}
 	int rc = EXIT_SUCCESS;
@@ -193,9 +270,8 @@ int main(int argc, char *argv[])
 		sigaddset(&sigs, SIGHUP);
 		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 		signal(SIGPIPE, SIG_IGN);
-		rc = serve(&a, &sigs);
+		rc = serve(argc, argv, &a, &sigs);
 	}
-	config_free(&a.cfg);
-	compose_free(&a.app);
+	free_agent(&a);
 	return rc;
 }

@@ -19,19 +19,11 @@
 #include <unistd.h>
 
 #include "../agent/cleanup.h"
+#include "../agent/readfile.h"
 #include "../agent/json.h"
 
 #define RUNTIMEFILE_MAX_BYTES (64u << 10)
 #define RUNTIMEFILE_MAX_TOKENS 4096
-#define SHOWN_PATH_BYTES 256
-
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
-}
 
 /* Reads an optional or required string field at token val into *out. */
 static int string_field(const struct json *j, int val, const char *field,
@@ -58,7 +50,7 @@ static int string_field(const struct json *j, int val, const char *field,
 			return errbuf_set(err, EINVAL, "%s: must be a non-empty string", field);
 		return 0;
 	}
-	if (has_control(s))
+	if (err_has_control(s))
 		return errbuf_set(err, EINVAL, "%s: must not contain control characters",
 				  field);
 	if (!required && s[0] == '-')
@@ -118,60 +110,21 @@ out:
 	return r;
 }
 
-/* Reads at most max bytes of path into a new buffer; -EFBIG when larger. */
-static int read_file(const char *path, size_t max, char **out, size_t *len)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EBADFD;
-	_cleanup_free_ char *buf = malloc(max + 1);
-	if (!buf)
-		return -ENOMEM;
-	size_t off = 0;
-	while (off < max + 1) {
-		ssize_t n = read(fd, buf + off, max + 1 - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		off += (size_t)n;
-	}
-	if (off > max)
-		return -EFBIG;
-	*out = TAKE_PTR(buf);
-	*len = off;
-	return 0;
-}
-
 int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *err)
 {
-	char shown[SHOWN_PATH_BYTES + 1];
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
-	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
-	int r = read_file(path, RUNTIMEFILE_MAX_BYTES, &buf, &len);
-	if (r == -ENOENT)
-		return errbuf_set(err, ENOENT, "%s: does not exist", shown);
-	if (r == -EBADFD)
-		return errbuf_set(err, EINVAL, "%s: is not a regular file", shown);
-	if (r == -EFBIG)
-		return errbuf_set(err, EFBIG, "%s: larger than %u bytes", shown,
-				  RUNTIMEFILE_MAX_BYTES);
+	int r = readfile(path, RUNTIMEFILE_MAX_BYTES, &buf, &len, err);
 	if (r < 0)
-		return errbuf_set(err, -r, "%s: cannot be read: %s", shown,
-				  strerrordesc_np(-r));
+		return r;
 	r = runtimefile_parse(buf, len, out, err);
-	if (r < 0)
+	if (r < 0) {
+		char shown[READFILE_SHOWN_BYTES + 1];
+		err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
 		errbuf_prefix(err, "%s", shown);
+	}
 	return r;
 }
 

@@ -139,7 +139,7 @@ static void test_errors(void)
 		{ { "x", "A3" }, { 0 }, "n.json: must be a JSON object" },
 		{ { "x", "A4" }, { 0 }, "b.json: " },
 		{ { "x", "--config=/nonexistent/healthd.json" }, { 0 },
-		  "/nonexistent/healthd.json: No such file or directory" },
+		  "/nonexistent/healthd.json: does not exist" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		clear_env();

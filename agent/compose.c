@@ -1,0 +1,280 @@
+/* app-compose.json: the fields this agent reads (spec, "Opting in" and
+ * "health_status_file"). Rules, after the reference guest's AppCompose:
+ * - Other top-level fields are ignored: AppCompose is not deny_unknown_fields.
+ * - manifest_version is required (the reference has no default for it); the
+ *   string form ("3") and the legacy number form (2, 3) are both accepted.
+ * - requirements needs manifest_version 3 or later, and inside it only
+ *   health_check (a boolean) and health_status_file (an absolute path) are
+ *   known; anything else is a hard error, as the spec promises: that is what
+ *   keeps a deployment from landing silently on a guest that would ignore it.
+ * - health_status_file must be non-empty, absolute, shorter than PATH_MAX and
+ *   free of control characters (a NUL cannot be opened, and the path is shown
+ *   in reports).
+ * - runner is a required non-empty string. A runner with no containers to
+ *   judge that turns health_check on without a status file is refused:
+ *   nothing could ever be judged (DESIGN.md §4).
+ * - A known field given twice is an error: which one wins is not defined.
+ * Messages name the field; compose_load prefixes the file. */
+#include "compose.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mbedtls/sha256.h>
+
+#include "cleanup.h"
+#include "readfile.h"
+#include "json.h"
+
+/* The docker-compose YAML is one string token, so real files have few
+ * tokens however large they are; this bounds a hostile one. */
+#define COMPOSE_MAX_TOKENS (1 << 16)
+
+static int hash_hex(const char *buf, size_t len, char out[65])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char d[32];
+	if (mbedtls_sha256_ret((const unsigned char *)buf, len, d, 0) != 0)
+		return -EIO;
+	for (size_t i = 0; i < sizeof(d); i++) {
+		out[2 * i] = hex[d[i] >> 4];
+		out[2 * i + 1] = hex[d[i] & 15];
+	}
+	out[64] = '\0';
+	return 0;
+}
+
+/* A string field into *out. */
+static int get_string(const struct json *j, int val, const char *field, char **out,
+		      struct errbuf *err)
+{
+	if (!json_is_string(j, val))
+		return errbuf_set(err, EINVAL, "%s: must be a string, not %s", field,
+				  json_type_name(j, val));
+	int r = json_strdup(j, val, out);
+	if (r == -ENOMEM)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	if (r < 0)
+		return errbuf_set(err, EINVAL, "%s: is not a valid string (bad escape or "
+				  "NUL)", field);
+	return 0;
+}
+
+/* "3" or a legacy 2 / 3: a positive integer either way. */
+static int get_version(const struct json *j, int val, int *out, struct errbuf *err)
+{
+	int64_t v = 0;
+	if (json_is_string(j, val)) {
+		const char *s = j->s + j->tok[val].start;
+		int n = j->tok[val].end - j->tok[val].start;
+		if (n < 1 || n > 9)
+			goto bad;
+		for (int i = 0; i < n; i++) {
+			if (s[i] < '0' || s[i] > '9')
+				goto bad;
+			v = v * 10 + (s[i] - '0');
+		}
+	} else if (json_int64(j, val, &v) < 0 || v > INT_MAX) {
+		goto bad;
+	}
+	if (v < 1)
+		goto bad;
+	*out = (int)v;
+	return 0;
+bad:
+	return errbuf_set(err, EINVAL, "manifest_version: must be a positive integer "
+			  "such as \"3\" (or a legacy number), not %s",
+			  json_is_string(j, val) ? "this string" : json_type_name(j, val));
+}
+
+static int check_status_file(const char *p, struct errbuf *err)
+{
+	static const char f[] = "requirements.health_status_file";
+	if (p[0] != '/')
+		return errbuf_set(err, EINVAL, "%s: must be an absolute path", f);
+	if (strlen(p) >= PATH_MAX)
+		return errbuf_set(err, EINVAL, "%s: longer than %d bytes", f, PATH_MAX - 1);
+	if (err_has_control(p))
+		return errbuf_set(err, EINVAL, "%s: must not contain control characters", f);
+	return 0;
+}
+
+static int parse_requirements(const struct json *j, int obj, struct app_compose *c,
+			      struct errbuf *err)
+{
+	bool seen_check = false;
+	int r;
+
+	if (!json_is_object(j, obj))
+		return errbuf_set(err, EINVAL, "requirements: must be an object, not %s",
+				  json_type_name(j, obj));
+	JSON_OBJECT_FOREACH(j, obj, k, v, cnt) {
+		if (json_str_eq(j, k, "health_check")) {
+			if (seen_check)
+				return errbuf_set(err, EINVAL, "requirements.health_check: "
+						  "appears more than once");
+			seen_check = true;
+			if (json_bool(j, v, &c->health_check) < 0)
+				return errbuf_set(err, EINVAL, "requirements.health_check: "
+						  "must be true or false, not %s",
+						  json_type_name(j, v));
+		} else if (json_str_eq(j, k, "health_status_file")) {
+			if (c->health_status_file)
+				return errbuf_set(err, EINVAL, "requirements.health_status_file: "
+						  "appears more than once");
+			if ((r = get_string(j, v, "requirements.health_status_file",
+					    &c->health_status_file, err)) < 0)
+				return r;
+			if ((r = check_status_file(c->health_status_file, err)) < 0)
+				return r;
+		} else {
+			_cleanup_free_ char *key = NULL;
+			char shown[65];
+			if (json_strdup(j, k, &key) < 0)
+				return errbuf_set(err, EINVAL, "requirements: has a field whose "
+						  "name is not a valid string");
+			err_clean(shown, sizeof(shown), key, 64);
+			return errbuf_set(err, EINVAL, "requirements.%s: unknown field; "
+					  "requirements only knows health_check and "
+					  "health_status_file", shown);
+		}
+	}
+	return 0;
+}
+
+/* Index of each known top-level field, -1 when absent. */
+struct top {
+	int version, name, runner, requirements;
+};
+
+static int find_top(const struct json *j, struct top *t, struct errbuf *err)
+{
+	static const char *names[] = { "manifest_version", "name", "runner",
+				       "requirements" };
+	int *slot[] = { &t->version, &t->name, &t->runner, &t->requirements };
+
+	*t = (struct top){ -1, -1, -1, -1 };
+	JSON_OBJECT_FOREACH(j, 0, k, v, cnt) {
+		for (size_t f = 0; f < ARRAY_SIZE(names); f++) {
+			if (!json_str_eq(j, k, names[f]))
+				continue;
+			if (*slot[f] >= 0)
+				return errbuf_set(err, EINVAL, "%s: appears more than once",
+						  names[f]);
+			*slot[f] = v;
+		}
+	}
+	return 0;
+}
+
+static int parse_runner(const struct json *j, int val, struct app_compose *c,
+			struct errbuf *err)
+{
+	int r;
+	if (val < 0)
+		return errbuf_set(err, EINVAL, "runner: missing");
+	if ((r = get_string(j, val, "runner", &c->runner, err)) < 0)
+		return r;
+	if (!c->runner[0])
+		return errbuf_set(err, EINVAL, "runner: must be a non-empty string");
+	if (strcmp(c->runner, "docker-compose") == 0)
+		c->kind = RUNNER_DOCKER_COMPOSE;
+	else if (strcmp(c->runner, "nerdctl-compose") == 0)
+		c->kind = RUNNER_NERDCTL_COMPOSE;
+	else
+		c->kind = RUNNER_OTHER;
+	return 0;
+}
+
+static int parse_doc(const struct json *j, struct app_compose *c, struct errbuf *err)
+{
+	struct top t;
+	int r;
+
+	if (!json_is_object(j, 0))
+		return errbuf_set(err, EINVAL, "must be a JSON object, not %s",
+				  json_type_name(j, 0));
+	if ((r = find_top(j, &t, err)) < 0)
+		return r;
+	if (t.version < 0)
+		return errbuf_set(err, EINVAL, "manifest_version: missing; write "
+				  "\"manifest_version\": \"3\"");
+	if ((r = get_version(j, t.version, &c->manifest_version, err)) < 0)
+		return r;
+	if (t.name >= 0 && (r = get_string(j, t.name, "name", &c->name, err)) < 0)
+		return r;
+	if ((r = parse_runner(j, t.runner, c, err)) < 0)
+		return r;
+	if (t.requirements < 0)
+		return 0;
+	/* An older guest would drop requirements silently; a current one
+	 * refuses them below version 3 (spec, "Opting in"). */
+	if (c->manifest_version < 3)
+		return errbuf_set(err, EINVAL, "requirements: needs manifest_version \"3\" "
+				  "or later, not %d; an older guest would ignore it",
+				  c->manifest_version);
+	if ((r = parse_requirements(j, t.requirements, c, err)) < 0)
+		return r;
+	if (c->kind == RUNNER_OTHER && c->health_check && !c->health_status_file) {
+		char shown[65];
+		err_clean(shown, sizeof(shown), c->runner, 64);
+		return errbuf_set(err, EINVAL, "requirements.health_check: runner \"%s\" "
+				  "has no Compose containers to judge, so nothing could "
+				  "ever be judged; set requirements.health_status_file",
+				  shown);
+	}
+	return 0;
+}
+
+int compose_parse(const char *buf, size_t len, struct app_compose *out,
+		  struct errbuf *err)
+{
+	struct json j;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if (len > COMPOSE_MAX_BYTES)
+		return errbuf_set(err, EFBIG, "larger than %u bytes", COMPOSE_MAX_BYTES);
+	if ((r = hash_hex(buf, len, out->hash)) < 0)
+		return errbuf_set(err, -r, "cannot compute its SHA-256");
+	if ((r = json_parse(&j, buf, len, COMPOSE_MAX_TOKENS, err)) < 0)
+		return r;
+	r = parse_doc(&j, out, err);
+	json_free(&j);
+	if (r < 0)
+		compose_free(out);
+	return r;
+}
+
+int compose_load(const char *path, struct app_compose *out, struct errbuf *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+
+	memset(out, 0, sizeof(*out));
+	int r = readfile(path, COMPOSE_MAX_BYTES, &buf, &len, err);
+	if (r < 0)
+		return r;
+	r = compose_parse(buf, len, out, err);
+	if (r < 0) {
+		char shown[READFILE_SHOWN_BYTES + 1];
+		err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+		errbuf_prefix(err, "%s", shown);
+	}
+	return r;
+}
+
+void compose_free(struct app_compose *c)
+{
+	if (!c)
+		return;
+	free(c->name);
+	free(c->runner);
+	free(c->health_status_file);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,19 @@
+#ifndef HEALTHD_READFILE_H
+#define HEALTHD_READFILE_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+/* Paths shown in messages are cleaned of control bytes and cut here. */
+#define READFILE_SHOWN_BYTES 256
+
+/* Reads the whole of a small regular file into a new NUL-terminated buffer.
+ * Never blocks (a FIFO or device is refused before any read) and never reads
+ * more than max + 1 bytes, so a file that grows while read is still bounded.
+ * On failure err names the file (cleaned) and what was wrong: -ENOENT "does
+ * not exist", -EINVAL "is not a regular file", -EFBIG "larger than N bytes",
+ * or another errno "cannot be read: ...". */
+int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err);
+
+#endif
