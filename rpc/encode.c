@@ -7,8 +7,14 @@
 #include <microhttpd.h>
 
 #include "agent/cleanup.h"
+#include "agent/version.h"
 #include "health.pb-c.h"
 #include "prpc.pb-c.h"
+
+const char *rpc_app_version(void)
+{
+	return "v" HEALTHD_VERSION " (" HEALTHD_REV ")";
+}
 
 static const char *str_or_empty(const char *s)
 {
@@ -212,7 +218,7 @@ struct MHD_Response *rpc_response_new(bool json, const void *body, size_t len)
 	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				    json ? "application/json"
 					 : "application/octet-stream") != MHD_YES ||
-	    MHD_add_response_header(resp, RPC_APP_VERSION_HEADER, RPC_APP_VERSION) != MHD_YES) {
+	    MHD_add_response_header(resp, RPC_APP_VERSION_HEADER, rpc_app_version()) != MHD_YES) {
 		MHD_destroy_response(resp);
 		return NULL;
 	}

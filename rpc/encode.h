@@ -11,11 +11,12 @@
 
 #include "../agent/json.h"
 #include "../agent/verdict.h"
-#include "../agent/version.h"
 
 /* Every response carries this header (DESIGN.md §3). */
 #define RPC_APP_VERSION_HEADER "X-App-Version"
-#define RPC_APP_VERSION "v" HEALTHD_VERSION " (" HEALTHD_REV ")"
+/* Its value, "v<version> (<rev>)", as compiled into this module (the
+ * Version method answers the same two strings). */
+const char *rpc_app_version(void);
 
 /* {"healthy":true,"unhealthy":[],"error":""}, every field, defaults included,
  * never null. -ENOMEM. */

@@ -11,17 +11,30 @@
 
 #define NERDCTL_PROCESS_TIMEOUT_MS 5000
 #define NERDCTL_MAX_OUTPUT (16u << 20)
+/* Containers of one project passed to one inspect (argv stays far below
+ * ARG_MAX); more is an error, not a silent cut. */
+#define NERDCTL_MAX_IDS 1024
 
 struct nerdctl_opts {
 	const char *path;    /* the nerdctl binary (absolute, or looked up in PATH) */
 	const char *address; /* containerd socket for --address, or NULL */
 };
 
+/* Runs `nerdctl [--address A] [--namespace NS] [--snapshotter S] ps -a -q
+ * --no-trunc --filter label=com.docker.compose.project=P`, then one
+ * `container inspect` of all ids (one by one if that fails, skipping the ones
+ * nerdctl refuses). Each process is killed with its process group and reaped
+ * at min(NERDCTL_PROCESS_TIMEOUT_MS, deadline) (CLOCK_MONOTONIC ms). Appends
+ * to out; one-offs are left to the judge. err says which step failed. */
 int nerdctl_list(const struct nerdctl_opts *o, const struct runtime_info *ri,
 		 int64_t deadline, struct container_list *out, struct errbuf *err);
 
 /* Pure parsers, for tests and fuzzing. */
+/* `ps -q` output: one hex id (12..64 digits) per line, blank lines ignored,
+ * at most NERDCTL_MAX_IDS. -EINVAL naming the line, -E2BIG, -ENOMEM. Free
+ * with nerdctl_free_ids. */
 int nerdctl_parse_ids(const char *buf, size_t len, char ***ids, size_t *n,
 		      struct errbuf *err);
+void nerdctl_free_ids(char **ids, size_t n);
 
 #endif

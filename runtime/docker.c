@@ -1,0 +1,400 @@
+/* Docker Engine API backend (DESIGN.md §4 "Docker"): ping for the API
+ * version, list the project's containers, inspect those the list cannot
+ * vouch for. One connection per request; every step under one deadline. */
+#include "docker.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../agent/cleanup.h"
+#include "../agent/clock.h"
+#include "../agent/json.h"
+#include "http.h"
+#include "inspect.h"
+
+/* Used when /_ping names no version: the last API before version
+ * negotiation existed, as Docker's own client does. It is also the first
+ * with State.Health, so nothing older is any use to us. */
+#define DOCKER_API_FALLBACK "1.24"
+/* From this version each list item carries Health{Status}. */
+#define DOCKER_API_LIST_HEALTH 152
+#define DOCKER_MAX_TOKENS (1 << 20)
+
+struct api {
+	struct http_endpoint ep;
+	int64_t start, deadline;
+	int version; /* major * 100 + minor */
+	struct errbuf *err;
+};
+
+/* "1.41" → 141. Minor versions are below 100 in every Docker release. */
+static int parse_version(const char *s, int *out)
+{
+	int maj = 0, min = 0, nd = 0;
+	const char *p = s;
+	for (; *p >= '0' && *p <= '9' && nd < 3; p++, nd++)
+		maj = maj * 10 + (*p - '0');
+	if (nd == 0 || *p++ != '.')
+		return -EINVAL;
+	for (nd = 0; *p >= '0' && *p <= '9' && nd < 2; p++, nd++)
+		min = min * 10 + (*p - '0');
+	if (nd == 0 || *p != '\0')
+		return -EINVAL;
+	*out = maj * 100 + min;
+	return 0;
+}
+
+int docker_check_opts(const struct docker_opts *o, struct errbuf *err)
+{
+	struct http_endpoint ep;
+	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &ep, err);
+	return r < 0 ? r : http_tls_check(&ep, err);
+}
+
+static int timed_out(struct api *a, const char *what)
+{
+	int64_t ms = clock_mono_ms() - a->start;
+	if (ms >= 1000)
+		return errbuf_set(a->err, ETIMEDOUT, "%s: timed out after %lld s", what,
+				  (long long)((ms + 500) / 1000));
+	return errbuf_set(a->err, ETIMEDOUT, "%s: timed out after %lld ms", what, (long long)ms);
+}
+
+/* GET target; `shown` names the request in errors (no version, no query). */
+static int get(struct api *a, const char *shown, const char *target, struct http_response *resp)
+{
+	struct http_conn *c = NULL;
+	char what[sizeof(a->ep.url) + 32];
+	int r = http_connect(&a->ep, a->deadline, &c, a->err);
+	if (r == -ETIMEDOUT) {
+		snprintf(what, sizeof(what), "cannot connect to %s", a->ep.url);
+		return timed_out(a, what);
+	}
+	if (r < 0)
+		return r;
+	r = http_get(c, target, a->deadline, DOCKER_MAX_BODY, resp, a->err);
+	http_close(c);
+	snprintf(what, sizeof(what), "GET %s", shown);
+	if (r == -ETIMEDOUT)
+		return timed_out(a, what);
+	if (r < 0)
+		errbuf_prefix(a->err, "%s", what);
+	return r;
+}
+
+/* What the daemon said: {"message": ...}, or the first line of a plain
+ * text body (Docker answers a refused API version in text/plain); cleaned
+ * and cut, into buf ("" if nothing). */
+static void daemon_message(const struct http_response *resp, char *buf, size_t n)
+{
+	struct json j;
+	char *m = NULL;
+	buf[0] = '\0';
+	if (!resp->body || resp->body_len == 0)
+		return;
+	if (json_parse(&j, resp->body, resp->body_len, 64, NULL) == 0) {
+		if (json_strdup(&j, json_get(&j, 0, "message"), &m) == 0)
+			err_clean(buf, n, m, 200);
+		free(m);
+		json_free(&j);
+		return;
+	}
+	size_t line = strcspn(resp->body, "\r\n");
+	if (line == 0 || resp->body[0] == '{' || resp->body[0] == '[')
+		return;
+	char first[256];
+	if (line >= sizeof(first))
+		line = sizeof(first) - 1;
+	memcpy(first, resp->body, line);
+	first[line] = '\0';
+	err_clean(buf, n, first, 200);
+}
+
+static int status_error(struct api *a, const char *shown, const struct http_response *resp)
+{
+	char msg[256];
+	daemon_message(resp, msg, sizeof(msg));
+	return errbuf_set(a->err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
+			  msg[0] ? ": " : "", msg);
+}
+
+static int ping(struct api *a)
+{
+	struct http_response resp = { 0 };
+	int r = get(a, "/_ping", "/_ping", &resp), theirs;
+	if (r < 0)
+		return r;
+	const char *v = http_header(&resp, "Api-Version");
+	if (resp.status != 200)
+		r = status_error(a, "/_ping", &resp);
+	else if (!v)
+		r = parse_version(DOCKER_API_FALLBACK, &a->version);
+	else if (parse_version(v, &theirs) < 0)
+		r = errbuf_set(a->err, EPROTO, "GET /_ping: malformed Api-Version header");
+	else if (parse_version(DOCKER_API_MAX, &a->version) == 0 && theirs < a->version)
+		a->version = theirs;
+	http_response_free(&resp);
+	if (r == 0 && a->version < 124)
+		r = errbuf_set(a->err, ENOTSUP,
+			       "Docker API %d.%d is older than 1.24, the first with health checks",
+			       a->version / 100, a->version % 100);
+	return r;
+}
+
+/* A daemon that refuses our version names the one it accepts ("client
+ * version 1.24 is too old. Minimum supported API version is 1.44"): use it
+ * once, if we speak it. */
+static bool retry_version(struct api *a, const struct http_response *resp)
+{
+	char msg[256], num[8];
+	int v, max;
+	daemon_message(resp, msg, sizeof(msg));
+	const char *p = strstr(msg, "supported API version is ");
+	if (resp->status != 400 || !p)
+		return false;
+	p += strlen("supported API version is ");
+	size_t n = strspn(p, "0123456789.");
+	if (n == 0 || n >= sizeof(num))
+		return false;
+	memcpy(num, p, n);
+	num[n] = '\0';
+	if (parse_version(num, &v) < 0 || parse_version(DOCKER_API_MAX, &max) < 0 ||
+	    v == a->version || v > max || v < 124)
+		return false;
+	a->version = v;
+	return true;
+}
+
+static int urlencode(struct json_buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+		int r = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+					(c >= '0' && c <= '9') || strchr("-._~", c) ?
+				json_buf_put(out, s, 1) :
+				json_buf_put(out, e, 3);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* /v1.41/containers/json?all=1&filters={"label":["com.docker.compose.project=P"]} */
+static int list_target(const struct api *a, const char *project, struct json_buf *t)
+{
+	struct json_buf label = { 0 }, filter = { 0 };
+	char head[64];
+	snprintf(head, sizeof(head), "/v%d.%d/containers/json?all=1&filters=",
+		 a->version / 100, a->version % 100);
+	int r = json_buf_puts(&label, COMPOSE_PROJECT_LABEL "=");
+	if (r == 0)
+		r = json_buf_puts(&label, project);
+	if (r == 0)
+		r = json_buf_puts(&filter, "{\"label\":[");
+	if (r == 0)
+		r = json_buf_string(&filter, label.p);
+	if (r == 0)
+		r = json_buf_puts(&filter, "]}");
+	if (r == 0)
+		r = json_buf_puts(t, head);
+	if (r == 0)
+		r = urlencode(t, filter.p);
+	json_buf_free(&label);
+	json_buf_free(&filter);
+	return r;
+}
+
+struct ids {
+	char (*v)[65];
+	size_t n;
+};
+
+static bool is_id(const char *s)
+{
+	size_t n = strlen(s);
+	return n > 0 && n <= 64 && strspn(s, "0123456789abcdef") == n;
+}
+
+static int ids_add(struct ids *t, const char *id)
+{
+	char(*v)[65] = realloc(t->v, (t->n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	t->v = v;
+	memcpy(v[t->n++], id, strlen(id) + 1);
+	return 0;
+}
+
+/* A running container whose list item carries its health (API >= 1.52). */
+static int from_list(const struct json *j, int it, char **id, int hs, struct container_list *out)
+{
+	struct container *c = container_list_add(out);
+	if (!c)
+		return -ENOMEM;
+	c->id = TAKE_PTR(*id);
+	c->running = true;
+	int names = json_get(j, it, "Names");
+	int r = json_is_array(j, names) && j->tok[names].size > 0 ?
+			json_strdup(j, names + 1, &c->name) : 0;
+	if (r == 0 && c->name && c->name[0] == '/')
+		memmove(c->name, c->name + 1, strlen(c->name));
+	if (r == 0 && (!c->name || !*c->name)) {
+		free(c->name);
+		c->name = strndup(c->id, 12);
+	}
+	if (r == 0)
+		r = json_strdup(j, hs, &c->health);
+	if (r == 0 && !(c->state = strdup("running")))
+		r = -ENOMEM;
+	if (r == 0 && !c->name)
+		r = -ENOMEM;
+	if (r < 0) {
+		container_free(c);
+		out->n--;
+	}
+	return r;
+}
+
+/* One list item: skipped (another project, a one-off), taken from the list,
+ * or queued for inspection. The list's word is taken only for a running
+ * container: for a stopped one the API reports health "none" (DESIGN §4). */
+static int list_item(struct api *a, const struct json *j, int it, const char *project,
+		     struct container_list *out, struct ids *todo)
+{
+	_cleanup_free_ char *id = NULL;
+	if (!json_is_object(j, it))
+		return errbuf_set(a->err, EPROTO, "expected an object, got %s",
+				  json_type_name(j, it));
+	int r = json_strdup(j, json_get(j, it, "Id"), &id);
+	if (r == -ENOMEM)
+		return errbuf_set(a->err, ENOMEM, "out of memory");
+	if (r < 0 || !is_id(id))
+		return errbuf_set(a->err, EPROTO, "Id: missing or not a container ID");
+	int labels = json_get(j, it, "Labels");
+	/* The daemon filtered on the label already; checking again costs
+	 * nothing and keeps another project out if a daemon ignored it. */
+	if (!json_str_eq(j, json_get(j, labels, COMPOSE_PROJECT_LABEL), project) ||
+	    json_str_eq(j, json_get(j, labels, COMPOSE_ONEOFF_LABEL), "True"))
+		return 0;
+	int hs = json_get(j, json_get(j, it, "Health"), "Status");
+	if (a->version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
+	    json_is_string(j, hs))
+		r = from_list(j, it, &id, hs, out);
+	else
+		r = ids_add(todo, id);
+	return r < 0 ? errbuf_set(a->err, -r, "out of memory") : 0;
+}
+
+static int list_response(struct api *a, const char *project, struct http_response *resp)
+{
+	for (int attempt = 0;; attempt++) {
+		struct json_buf t = { 0 };
+		int r = list_target(a, project, &t);
+		if (r < 0)
+			return errbuf_set(a->err, ENOMEM, "out of memory");
+		r = get(a, "/containers/json", t.p, resp);
+		json_buf_free(&t);
+		if (r < 0 || resp->status == 200)
+			return r;
+		if (attempt == 0 && retry_version(a, resp)) {
+			http_response_free(resp);
+			continue;
+		}
+		r = status_error(a, "/containers/json", resp);
+		http_response_free(resp);
+		return r;
+	}
+}
+
+static int list(struct api *a, const char *project, struct container_list *out, struct ids *todo)
+{
+	struct http_response resp = { 0 };
+	struct json j;
+	int r = list_response(a, project, &resp);
+	if (r < 0)
+		return r;
+	r = json_parse(&j, resp.body ? resp.body : "", resp.body_len, DOCKER_MAX_TOKENS, a->err);
+	if (r == 0 && !json_is_array(&j, 0))
+		r = errbuf_set(a->err, EPROTO, "expected an array, got %s", json_type_name(&j, 0));
+	if (r == 0) {
+		JSON_ARRAY_FOREACH(&j, 0, el, cnt) {
+			r = list_item(a, &j, el, project, out, todo);
+			if (r < 0) {
+				errbuf_prefix(a->err, "item %d", cnt);
+				break;
+			}
+		}
+	}
+	if (r < 0)
+		errbuf_prefix(a->err, "GET /containers/json");
+	json_free(&j);
+	http_response_free(&resp);
+	return r;
+}
+
+static int inspect_body(struct api *a, const struct http_response *resp,
+			struct container_list *out)
+{
+	struct json j;
+	int r = json_parse(&j, resp->body ? resp->body : "", resp->body_len, DOCKER_MAX_TOKENS,
+			   a->err);
+	if (r < 0)
+		return r;
+	struct container *c = container_list_add(out);
+	if (!c)
+		r = errbuf_set(a->err, ENOMEM, "out of memory");
+	else if ((r = inspect_parse_object(&j, 0, c, a->err)) < 0)
+		out->n--;
+	else if (c->oneoff) {
+		container_free(c);
+		out->n--;
+	}
+	json_free(&j);
+	return r;
+}
+
+/* A 404 means the container went away after the list: skip it. */
+static int inspect(struct api *a, const char *id, struct container_list *out)
+{
+	char target[128], shown[64];
+	struct http_response resp = { 0 };
+	snprintf(shown, sizeof(shown), "/containers/%.12s/json", id);
+	snprintf(target, sizeof(target), "/v%d.%d/containers/%s/json", a->version / 100,
+		 a->version % 100, id);
+	int r = get(a, shown, target, &resp);
+	if (r < 0)
+		return r;
+	if (resp.status == 200) {
+		r = inspect_body(a, &resp, out);
+		if (r < 0)
+			errbuf_prefix(a->err, "GET %s", shown);
+	} else if (resp.status != 404) {
+		r = status_error(a, shown, &resp);
+	}
+	http_response_free(&resp);
+	return r;
+}
+
+int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
+		struct container_list *out, struct errbuf *err)
+{
+	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
+	struct ids todo = { 0 };
+	size_t n0 = out->n;
+	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err);
+	if (r == 0)
+		r = ping(&a);
+	if (r == 0)
+		r = list(&a, project, out, &todo);
+	for (size_t i = 0; r == 0 && i < todo.n; i++)
+		r = inspect(&a, todo.v[i], out);
+	free(todo.v);
+	if (r < 0)
+		while (out->n > n0)
+			container_free(&out->v[--out->n]);
+	return r;
+}

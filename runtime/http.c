@@ -1,0 +1,973 @@
+/* HTTP/1.1 for the Docker Engine API client: a pure incremental response
+ * parser, then the transport (unix, TCP, TLS with mbedtls). Framing follows RFC 9112 §6.3, strictly:
+ * this client talks to one daemon, so anything ambiguous (conflicting lengths,
+ * a length next to chunked, bare LF) is refused rather than guessed at. */
+#include "http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+
+#include "../agent/cleanup.h"
+#include "../agent/clock.h"
+
+enum {
+	ST_STATUS,
+	ST_HEADERS,
+	ST_BODY,
+	ST_BODY_EOF,
+	ST_CHUNK_SIZE,
+	ST_CHUNK_DATA,
+	ST_CHUNK_CR,
+	ST_CHUNK_LF,
+	ST_TRAILERS,
+	ST_DONE,
+	ST_ERROR,
+};
+
+void http_parser_init(struct http_parser *p, size_t max_body)
+{
+	memset(p, 0, sizeof(*p));
+	p->state = ST_STATUS;
+	p->max_body = max_body;
+}
+
+static void free_headers(struct http_response *r)
+{
+	for (size_t i = 0; i < r->nheaders; i++) {
+		free(r->headers[i].name);
+		free(r->headers[i].value);
+	}
+	free(r->headers);
+	r->headers = NULL;
+	r->nheaders = 0;
+}
+
+void http_response_free(struct http_response *r)
+{
+	free_headers(r);
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+
+void http_parser_free(struct http_parser *p)
+{
+	http_response_free(&p->resp);
+	free(p->line);
+	p->line = NULL;
+	p->line_len = p->line_cap = 0;
+}
+
+void http_parser_take(struct http_parser *p, struct http_response *out)
+{
+	*out = p->resp;
+	memset(&p->resp, 0, sizeof(p->resp));
+}
+
+const char *http_header(const struct http_response *r, const char *name)
+{
+	for (size_t i = 0; i < r->nheaders; i++)
+		if (strcasecmp(r->headers[i].name, name) == 0)
+			return r->headers[i].value;
+	return NULL;
+}
+
+static int fail(struct http_parser *p, struct errbuf *err, int e, const char *what)
+{
+	p->state = ST_ERROR;
+	return errbuf_set(err, e, "%s", what);
+}
+
+static int body_too_big(struct http_parser *p, struct errbuf *err)
+{
+	p->state = ST_ERROR;
+	return errbuf_set(err, E2BIG, "response body exceeds %zu bytes", p->max_body);
+}
+
+/* Collects one CRLF-terminated line into p->line (without the CRLF, NUL
+ * terminated). Returns 1 with a whole line, 0 when all of buf was used. */
+static int read_line(struct http_parser *p, const char *buf, size_t len, size_t *i,
+		     bool chunk, struct errbuf *err)
+{
+	size_t limit = chunk ? HTTP_MAX_CHUNK_LINE : HTTP_MAX_HEADER_BYTES;
+	while (*i < len) {
+		char c = buf[(*i)++];
+		if (++p->header_bytes > limit)
+			return fail(p, err, E2BIG, chunk ? "chunk size line too long" :
+				    "response headers too large");
+		if (c == '\n') {
+			if (p->line_len == 0 || p->line[p->line_len - 1] != '\r')
+				return fail(p, err, EPROTO, "line not ended by CRLF");
+			p->line[--p->line_len] = '\0';
+			if (memchr(p->line, '\r', p->line_len) || memchr(p->line, '\0', p->line_len))
+				return fail(p, err, EPROTO, "stray CR or NUL in a line");
+			return 1;
+		}
+		if (p->line_len + 2 > p->line_cap) {
+			size_t cap = p->line_cap ? p->line_cap * 2 : 256;
+			char *l = realloc(p->line, cap);
+			if (!l)
+				return fail(p, err, ENOMEM, "out of memory");
+			p->line = l;
+			p->line_cap = cap;
+		}
+		p->line[p->line_len++] = c;
+	}
+	return 0;
+}
+
+static int parse_status(struct http_parser *p, struct errbuf *err)
+{
+	const char *l = p->line;
+	if (p->line_len < 12 || memcmp(l, "HTTP/1.", 7) != 0 || l[7] < '0' || l[7] > '9' ||
+	    l[8] != ' ' || (l[12] != ' ' && l[12] != '\0'))
+		return fail(p, err, EPROTO, "malformed status line");
+	int st = 0;
+	for (int k = 9; k < 12; k++) {
+		if (l[k] < '0' || l[k] > '9')
+			return fail(p, err, EPROTO, "malformed status line");
+		st = st * 10 + (l[k] - '0');
+	}
+	if (st < 100 || st > 599)
+		return fail(p, err, EPROTO, "status code out of range");
+	p->resp.status = st;
+	return 0;
+}
+
+static bool is_tchar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int parse_header(struct http_parser *p, bool keep, struct errbuf *err)
+{
+	char *l = p->line, *colon = strchr(l, ':');
+	if (l[0] == ' ' || l[0] == '\t')
+		return fail(p, err, EPROTO, "obsolete header line folding");
+	if (!colon || colon == l)
+		return fail(p, err, EPROTO, "malformed header line");
+	for (char *c = l; c < colon; c++)
+		if (!is_tchar(*c))
+			return fail(p, err, EPROTO, "malformed header name");
+	if (!keep) /* a trailer: counted, not kept */
+		return ++p->ntrailers > HTTP_MAX_HEADERS ?
+			fail(p, err, E2BIG, "too many trailer fields") : 0;
+	if (p->resp.nheaders >= HTTP_MAX_HEADERS)
+		return fail(p, err, E2BIG, "too many response headers");
+	char *v = colon + 1, *end = l + p->line_len;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*colon = '\0';
+	*end = '\0';
+	struct http_header *h = realloc(p->resp.headers,
+					(p->resp.nheaders + 1) * sizeof(*h));
+	if (!h)
+		return fail(p, err, ENOMEM, "out of memory");
+	p->resp.headers = h;
+	h += p->resp.nheaders;
+	h->name = strdup(l);
+	h->value = strdup(v);
+	if (!h->name || !h->value) {
+		free(h->name);
+		free(h->value);
+		return fail(p, err, ENOMEM, "out of memory");
+	}
+	p->resp.nheaders++;
+	return 0;
+}
+
+/* One Content-Length header value: a comma-separated list of equal decimal
+ * numbers (RFC 9110 §8.6). Combined with earlier ones into *len. */
+static int content_length(struct http_parser *p, const char *v, bool *seen, uint64_t *len,
+			  struct errbuf *err)
+{
+	for (;;) {
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (*v < '0' || *v > '9')
+			return fail(p, err, EPROTO, "malformed Content-Length");
+		uint64_t n = 0;
+		while (*v >= '0' && *v <= '9') {
+			if (n > (UINT64_MAX - 9) / 10)
+				return body_too_big(p, err);
+			n = n * 10 + (uint64_t)(*v++ - '0');
+		}
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (*seen && n != *len)
+			return fail(p, err, EPROTO, "conflicting Content-Length values");
+		*seen = true;
+		*len = n;
+		if (*v == '\0')
+			return 0;
+		if (*v++ != ',')
+			return fail(p, err, EPROTO, "malformed Content-Length");
+	}
+}
+
+static int end_of_headers(struct http_parser *p, struct errbuf *err)
+{
+	const struct http_response *r = &p->resp;
+	int st = r->status;
+	if (st >= 100 && st < 200) {
+		if (st == 101)
+			return fail(p, err, EPROTO, "unexpected 101 Switching Protocols");
+		/* Interim response: the real one follows. */
+		free_headers(&p->resp);
+		p->header_bytes = 0;
+		p->state = ST_STATUS;
+		return 0;
+	}
+	bool te = false, cl = false;
+	uint64_t len = 0;
+	for (size_t i = 0; i < r->nheaders; i++) {
+		const char *n = r->headers[i].name, *v = r->headers[i].value;
+		if (strcasecmp(n, "Transfer-Encoding") == 0) {
+			if (te || strcasecmp(v, "chunked") != 0)
+				return fail(p, err, EPROTO, "unsupported Transfer-Encoding");
+			te = true;
+		} else if (strcasecmp(n, "Content-Length") == 0) {
+			int rc = content_length(p, v, &cl, &len, err);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	if (te && cl)
+		return fail(p, err, EPROTO, "both Transfer-Encoding and Content-Length");
+	if (st == 204 || st == 304) {
+		p->framing = HTTP_FRAME_NONE;
+		p->state = ST_DONE;
+	} else if (te) {
+		p->framing = HTTP_FRAME_CHUNKED;
+		p->state = ST_CHUNK_SIZE;
+	} else if (cl) {
+		if (len > p->max_body)
+			return body_too_big(p, err);
+		p->framing = HTTP_FRAME_LENGTH;
+		p->remaining = len;
+		p->state = len ? ST_BODY : ST_DONE;
+	} else {
+		p->framing = HTTP_FRAME_EOF;
+		p->state = ST_BODY_EOF;
+	}
+	return 0;
+}
+
+static int body_append(struct http_parser *p, const char *s, size_t n, struct errbuf *err)
+{
+	struct http_response *r = &p->resp;
+	if (n > p->max_body - r->body_len)
+		return body_too_big(p, err);
+	if (r->body_len + n + 1 > p->body_cap) {
+		size_t cap = p->body_cap ? p->body_cap : 4096;
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		if (cap > p->max_body + 1)
+			cap = p->max_body + 1;
+		char *b = realloc(r->body, cap);
+		if (!b)
+			return fail(p, err, ENOMEM, "out of memory");
+		r->body = b;
+		p->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, s, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* chunk-size [ BWS ";" chunk-ext ] (RFC 9112 §7.1); extensions ignored. */
+static int parse_chunk_size(struct http_parser *p, struct errbuf *err)
+{
+	const char *l = p->line;
+	uint64_t n = 0;
+	size_t k = 0;
+	for (; hexval(l[k]) >= 0; k++) {
+		n = n * 16 + (uint64_t)hexval(l[k]);
+		if (n > p->max_body - p->resp.body_len)
+			return body_too_big(p, err);
+	}
+	if (k == 0)
+		return fail(p, err, EPROTO, "malformed chunk size");
+	while (l[k] == ' ' || l[k] == '\t')
+		k++;
+	if (l[k] != '\0' && l[k] != ';')
+		return fail(p, err, EPROTO, "malformed chunk size");
+	p->remaining = n;
+	p->state = n ? ST_CHUNK_DATA : ST_TRAILERS;
+	p->header_bytes = 0;
+	return 0;
+}
+
+/* Handles one complete line in the states that read lines. */
+static int on_line(struct http_parser *p, struct errbuf *err)
+{
+	switch (p->state) {
+	case ST_STATUS:
+		p->state = ST_HEADERS;
+		return parse_status(p, err);
+	case ST_HEADERS:
+		if (p->line_len == 0)
+			return end_of_headers(p, err);
+		return parse_header(p, true, err);
+	case ST_CHUNK_SIZE:
+		return parse_chunk_size(p, err);
+	default: /* ST_TRAILERS */
+		if (p->line_len == 0) {
+			p->state = ST_DONE;
+			return 0;
+		}
+		return parse_header(p, false, err);
+	}
+}
+
+static int feed_bytes(struct http_parser *p, const char *buf, size_t len, size_t *i,
+		      struct errbuf *err)
+{
+	size_t n;
+	int r;
+	switch (p->state) {
+	case ST_BODY:
+	case ST_CHUNK_DATA:
+		n = len - *i;
+		if (n > p->remaining)
+			n = (size_t)p->remaining;
+		r = body_append(p, buf + *i, n, err);
+		if (r < 0)
+			return r;
+		*i += n;
+		p->remaining -= n;
+		if (p->remaining == 0)
+			p->state = p->state == ST_BODY ? ST_DONE : ST_CHUNK_CR;
+		return 0;
+	case ST_BODY_EOF:
+		n = len - *i;
+		*i = len;
+		return body_append(p, buf + *i - n, n, err);
+	case ST_CHUNK_CR:
+	case ST_CHUNK_LF: {
+		char want = p->state == ST_CHUNK_CR ? '\r' : '\n';
+		if (buf[(*i)++] != want)
+			return fail(p, err, EPROTO, "chunk data not followed by CRLF");
+		p->state = p->state == ST_CHUNK_CR ? ST_CHUNK_LF : ST_CHUNK_SIZE;
+		return 0;
+	}
+	default: {
+		bool chunk = p->state == ST_CHUNK_SIZE;
+		r = read_line(p, buf, len, i, chunk, err);
+		if (r <= 0)
+			return r;
+		r = on_line(p, err);
+		p->line_len = 0;
+		if (chunk && p->state != ST_ERROR)
+			p->header_bytes = 0;
+		return r;
+	}
+	}
+}
+
+int http_parser_feed(struct http_parser *p, const char *buf, size_t len, size_t *used,
+		     struct errbuf *err)
+{
+	size_t i = 0;
+	*used = 0;
+	if (p->state == ST_ERROR)
+		return errbuf_set(err, EPROTO, "parser already failed");
+	while (i < len && p->state != ST_DONE) {
+		int r = feed_bytes(p, buf, len, &i, err);
+		if (r < 0)
+			return r;
+	}
+	*used = i;
+	return p->state == ST_DONE;
+}
+
+int http_parser_eof(struct http_parser *p, struct errbuf *err)
+{
+	switch (p->state) {
+	case ST_DONE:
+		return 1;
+	case ST_BODY_EOF:
+		p->state = ST_DONE;
+		return 1;
+	case ST_STATUS:
+		if (p->header_bytes == 0)
+			return fail(p, err, EPROTO, "connection closed without a response");
+		/* fall through */
+	case ST_HEADERS:
+		return fail(p, err, EPROTO, "connection closed in the middle of the headers");
+	case ST_BODY:
+		p->state = ST_ERROR;
+		return errbuf_set(err, EPROTO, "connection closed after %zu of %zu body bytes",
+				  p->resp.body_len, p->resp.body_len + (size_t)p->remaining);
+	case ST_ERROR:
+		return errbuf_set(err, EPROTO, "parser already failed");
+	default:
+		return fail(p, err, EPROTO, "connection closed in the middle of a chunked body");
+	}
+}
+
+/* ---- Endpoints ---- */
+
+static int bad_host(struct http_endpoint *ep, struct errbuf *err, const char *why)
+{
+	return errbuf_set(err, EINVAL, "invalid Docker host \"%s\": %s", ep->url, why);
+}
+
+static bool host_chars_ok(const char *s, size_t n, bool bracketed)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '-' || c == '_' || (bracketed && (c == ':' || c == '%')))
+			continue;
+		return false;
+	}
+	return n > 0;
+}
+
+static int parse_tcp(const char *a, struct http_endpoint *ep, struct errbuf *err)
+{
+	const char *h = a, *hend, *port = NULL;
+	bool br = *a == '[';
+	if (br) {
+		h = a + 1;
+		hend = strchr(h, ']');
+		if (!hend)
+			return bad_host(ep, err, "unclosed '['");
+		if (hend[1] == ':')
+			port = hend + 2;
+		else if (hend[1] != '\0')
+			return bad_host(ep, err, "a tcp:// host takes no path");
+	} else {
+		hend = a + strcspn(a, ":/");
+		if (*hend == '/')
+			return bad_host(ep, err, "a tcp:// host takes no path");
+		if (*hend == ':')
+			port = hend + 1;
+	}
+	size_t hl = (size_t)(hend - h);
+	if (hl >= sizeof(ep->host) || !host_chars_ok(h, hl, br))
+		return bad_host(ep, err, "missing or malformed host name");
+	memcpy(ep->host, h, hl);
+	ep->host[hl] = '\0';
+	if (!port) {
+		/* Docker's defaults for a host without a port. */
+		memcpy(ep->port, ep->tls ? "2376" : "2375", 5);
+		return 0;
+	}
+	size_t pl = strlen(port);
+	unsigned long v = 0;
+	for (size_t i = 0; i < pl; i++) {
+		if (port[i] == '/')
+			return bad_host(ep, err, "a tcp:// host takes no path");
+		if (port[i] < '0' || port[i] > '9' || i >= 5)
+			return bad_host(ep, err, "port must be a number from 1 to 65535");
+		v = v * 10 + (unsigned long)(port[i] - '0');
+	}
+	if (pl == 0 || v < 1 || v > 65535)
+		return bad_host(ep, err, "port must be a number from 1 to 65535");
+	snprintf(ep->port, sizeof(ep->port), "%lu", v);
+	return 0;
+}
+
+int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
+			struct http_endpoint *ep, struct errbuf *err)
+{
+	memset(ep, 0, sizeof(*ep));
+	err_clean(ep->url, sizeof(ep->url), url ? url : "", 256);
+	ep->tls = tls;
+	if (!url)
+		return bad_host(ep, err, "no host given");
+	if (strncmp(url, "unix://", 7) == 0) {
+		const char *path = url + 7;
+		size_t n = strlen(path);
+		if (path[0] != '/')
+			return bad_host(ep, err, "a unix:// socket path must be absolute");
+		if (n >= sizeof(ep->path))
+			return errbuf_set(err, ENAMETOOLONG,
+					  "invalid Docker host \"%s\": socket path longer than %zu bytes",
+					  ep->url, sizeof(ep->path) - 1);
+		if (tls)
+			return bad_host(ep, err, "TLS needs a tcp:// host");
+		ep->transport = HTTP_UNIX;
+		memcpy(ep->path, path, n + 1);
+		return 0;
+	}
+	if (strncmp(url, "tcp://", 6) != 0)
+		return bad_host(ep, err, "the scheme must be unix:// or tcp://");
+	ep->transport = HTTP_TCP;
+	int r = parse_tcp(url + 6, ep, err);
+	if (r < 0 || !tls)
+		return r;
+	if (!cert_path || !*cert_path)
+		return errbuf_set(err, EINVAL, "DOCKER_TLS_VERIFY needs DOCKER_CERT_PATH");
+	if (strlen(cert_path) >= sizeof(ep->cert_path) - 16)
+		return errbuf_set(err, ENAMETOOLONG, "DOCKER_CERT_PATH is too long");
+	memcpy(ep->cert_path, cert_path, strlen(cert_path) + 1);
+	return 0;
+}
+
+/* ---- Transport ---- */
+
+struct tls {
+	mbedtls_ssl_context ssl;
+	mbedtls_ssl_config conf;
+	mbedtls_x509_crt ca, crt;
+	mbedtls_pk_context key;
+	mbedtls_entropy_context entropy;
+	mbedtls_ctr_drbg_context drbg;
+	bool have_cert;
+};
+
+struct http_conn {
+	int fd;
+	int io_errno; /* errno behind a failed TLS send/recv */
+	char host_header[sizeof(((struct http_endpoint *)0)->host) + 8];
+	struct tls *tls;
+};
+
+/* Waits for events on fd until deadline. 0 when ready (an error condition
+ * counts: the next call reports it), -ETIMEDOUT, or -errno. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int left = clock_left_ms(deadline);
+		if (left == 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = { .fd = fd, .events = events };
+		int r = poll(&pfd, 1, left);
+		if (r > 0)
+			return 0;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* A non-blocking connect bounded by deadline; returns the fd or -errno. */
+static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+{
+	_cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (connect(fd, sa, len) == 0)
+			return TAKE_FD(fd);
+		if (errno == EAGAIN && family == AF_UNIX) {
+			/* The listener's backlog is full: a unix socket cannot
+			 * complete later, so retry until the deadline. */
+			int left = clock_left_ms(deadline);
+			if (left == 0)
+				return -ETIMEDOUT;
+			poll(NULL, 0, left < 10 ? left : 10);
+			continue;
+		}
+		if (errno != EINPROGRESS && errno != EINTR)
+			return -errno;
+		break;
+	}
+	int r = wait_fd(fd, POLLOUT, deadline), soerr = 0;
+	socklen_t sl = sizeof(soerr);
+	if (r < 0)
+		return r;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+		return -errno;
+	if (soerr)
+		return -soerr;
+	return TAKE_FD(fd);
+}
+
+static int connect_tcp(const struct http_endpoint *ep, int64_t deadline, struct errbuf *err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	/* A literal address never blocks; a name is looked up through NSS,
+	 * which the deadline cannot bound (use an address for a remote host). */
+	int g = getaddrinfo(ep->host, ep->port, &hints, &res);
+	if (g == EAI_NONAME) {
+		hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+		g = getaddrinfo(ep->host, ep->port, &hints, &res);
+	}
+	if (g != 0)
+		return errbuf_set(err, EHOSTUNREACH, "cannot connect to %s: %s", ep->url,
+				  g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+	int fd = -EHOSTUNREACH;
+	for (struct addrinfo *a = res; a; a = a->ai_next) {
+		fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline);
+		if (fd >= 0 || fd == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return errbuf_set(err, -fd, "cannot connect to %s: %s", ep->url,
+				  fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+	return fd;
+}
+
+static int connect_unix(const struct http_endpoint *ep, int64_t deadline, struct errbuf *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, ep->path, sizeof(sa.sun_path));
+	int fd = connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof(sa), deadline);
+	if (fd < 0)
+		return errbuf_set(err, -fd, "cannot connect to %s: %s", ep->url,
+				  fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+	return fd;
+}
+
+/* ---- TLS (DOCKER_TLS_VERIFY), as the docker CLI does it: the daemon's
+ * certificate must chain to ca.pem and name the host; cert.pem and key.pem,
+ * when present, authenticate us. ---- */
+
+static int tls_error(struct errbuf *err, int e, const char *what, int mbed)
+{
+	char buf[160];
+	mbedtls_strerror(mbed, buf, sizeof(buf));
+	return errbuf_set(err, e, "%s: %s", what, buf);
+}
+
+static void tls_free(struct tls *t)
+{
+	if (!t)
+		return;
+	mbedtls_ssl_free(&t->ssl);
+	mbedtls_ssl_config_free(&t->conf);
+	mbedtls_x509_crt_free(&t->ca);
+	mbedtls_x509_crt_free(&t->crt);
+	mbedtls_pk_free(&t->key);
+	mbedtls_ctr_drbg_free(&t->drbg);
+	mbedtls_entropy_free(&t->entropy);
+	free(t);
+}
+
+/* Loads one PEM file of dir into crt or key. -ENOENT when it is absent. */
+static int tls_load_file(const char *dir, const char *name, mbedtls_x509_crt *crt,
+			 mbedtls_pk_context *key, struct errbuf *err)
+{
+	char path[4200], shown[300];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	err_clean(shown, sizeof(shown), path, 256);
+	if (access(path, R_OK) < 0) {
+		int e = errno;
+		return errbuf_set(err, e, "cannot read %s: %s", shown, strerror(e));
+	}
+	int r = crt ? mbedtls_x509_crt_parse_file(crt, path) :
+		      mbedtls_pk_parse_keyfile(key, path, NULL);
+	if (r > 0)
+		return errbuf_set(err, EINVAL, "%s: %d certificates could not be parsed", shown, r);
+	if (r < 0)
+		return tls_error(err, EINVAL, shown, r);
+	return 0;
+}
+
+static int tls_load(const struct http_endpoint *ep, struct tls **out, struct errbuf *err)
+{
+	struct tls *t = calloc(1, sizeof(*t));
+	if (!t)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	mbedtls_ssl_init(&t->ssl);
+	mbedtls_ssl_config_init(&t->conf);
+	mbedtls_x509_crt_init(&t->ca);
+	mbedtls_x509_crt_init(&t->crt);
+	mbedtls_pk_init(&t->key);
+	mbedtls_ctr_drbg_init(&t->drbg);
+	mbedtls_entropy_init(&t->entropy);
+	int r = tls_load_file(ep->cert_path, "ca.pem", &t->ca, NULL, err);
+	if (r == 0) {
+		/* Like the docker CLI: no client certificate is fine; half of
+		 * one is not. */
+		r = tls_load_file(ep->cert_path, "cert.pem", &t->crt, NULL, err);
+		t->have_cert = r == 0;
+		if (r == -ENOENT)
+			r = 0;
+		else if (r == 0)
+			r = tls_load_file(ep->cert_path, "key.pem", NULL, &t->key, err);
+	}
+	if (r < 0) {
+		tls_free(t);
+		return r;
+	}
+	*out = t;
+	return 0;
+}
+
+int http_tls_check(const struct http_endpoint *ep, struct errbuf *err)
+{
+	struct tls *t = NULL;
+	if (!ep->tls)
+		return 0;
+	int r = tls_load(ep, &t, err);
+	tls_free(t);
+	return r;
+}
+
+static int bio_send(void *ctx, const unsigned char *buf, size_t len)
+{
+	struct http_conn *c = ctx;
+	ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+	if (n >= 0)
+		return (int)n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return MBEDTLS_ERR_SSL_WANT_WRITE;
+	c->io_errno = errno;
+	return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+static int bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+	struct http_conn *c = ctx;
+	ssize_t n = recv(c->fd, buf, len, 0);
+	if (n >= 0)
+		return (int)n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return MBEDTLS_ERR_SSL_WANT_READ;
+	c->io_errno = errno;
+	return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+/* Waits as mbedtls asked (r is WANT_READ or WANT_WRITE); 1 when r was
+ * neither, so the caller handles it. */
+static int tls_wait(struct http_conn *c, int r, int64_t deadline)
+{
+	if (r == MBEDTLS_ERR_SSL_WANT_READ)
+		return wait_fd(c->fd, POLLIN, deadline);
+	if (r == MBEDTLS_ERR_SSL_WANT_WRITE)
+		return wait_fd(c->fd, POLLOUT, deadline);
+	return 1;
+}
+
+/* Turns an mbedtls failure into an errno and a message. */
+static int tls_fail(struct http_conn *c, int r, const char *what, struct errbuf *err)
+{
+	if (r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
+		char info[256];
+		int n = mbedtls_x509_crt_verify_info(info, sizeof(info), "",
+						     mbedtls_ssl_get_verify_result(&c->tls->ssl));
+		while (n > 0 && info[n - 1] == '\n')
+			info[--n] = '\0';
+		for (char *p = info; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		return errbuf_set(err, EPERM, "%s: server certificate not trusted: %s", what,
+				  n > 0 ? info : "verification failed");
+	}
+	if ((r == MBEDTLS_ERR_NET_SEND_FAILED || r == MBEDTLS_ERR_NET_RECV_FAILED) && c->io_errno)
+		return errbuf_set(err, c->io_errno, "%s: %s", what, strerror(c->io_errno));
+	return tls_error(err, EPROTO, what, r);
+}
+
+static int tls_handshake(struct http_conn *c, const struct http_endpoint *ep,
+			 int64_t deadline, struct errbuf *err)
+{
+	struct tls *t = c->tls;
+	int r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+				      (const unsigned char *)"dstack-healthd", 14);
+	if (r == 0)
+		r = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+						MBEDTLS_SSL_TRANSPORT_STREAM,
+						MBEDTLS_SSL_PRESET_DEFAULT);
+	if (r != 0)
+		return tls_error(err, EIO, "TLS set-up", r);
+	mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+	mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
+	mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+	mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+				     MBEDTLS_SSL_MINOR_VERSION_3);
+	if (t->have_cert)
+		r = mbedtls_ssl_conf_own_cert(&t->conf, &t->crt, &t->key);
+	if (r == 0)
+		r = mbedtls_ssl_setup(&t->ssl, &t->conf);
+	if (r == 0)
+		r = mbedtls_ssl_set_hostname(&t->ssl, ep->host);
+	if (r != 0)
+		return tls_error(err, EIO, "TLS set-up", r);
+	mbedtls_ssl_set_bio(&t->ssl, c, bio_send, bio_recv, NULL);
+	while ((r = mbedtls_ssl_handshake(&t->ssl)) != 0) {
+		int w = tls_wait(c, r, deadline);
+		if (w == -ETIMEDOUT)
+			return errbuf_set(err, ETIMEDOUT, "TLS handshake: timed out");
+		if (w < 0)
+			return errbuf_set(err, -w, "TLS handshake: %s", strerror(-w));
+		if (w == 1)
+			return tls_fail(c, r, "TLS handshake", err);
+	}
+	return 0;
+}
+
+/* ---- Connections ---- */
+
+void http_close(struct http_conn *c)
+{
+	if (!c)
+		return;
+	tls_free(c->tls);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+int http_connect(const struct http_endpoint *ep, int64_t deadline, struct http_conn **out,
+		 struct errbuf *err)
+{
+	struct http_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	c->fd = -1;
+	if (ep->transport == HTTP_UNIX)
+		/* What Docker's own client sends for a socket (RFC 6761 name). */
+		snprintf(c->host_header, sizeof(c->host_header), "api.moby.localhost");
+	else
+		snprintf(c->host_header, sizeof(c->host_header),
+			 strchr(ep->host, ':') ? "[%s]:%s" : "%s:%s", ep->host, ep->port);
+	int r = ep->tls ? tls_load(ep, &c->tls, err) : 0;
+	if (r == 0) {
+		c->fd = ep->transport == HTTP_UNIX ? connect_unix(ep, deadline, err) :
+						     connect_tcp(ep, deadline, err);
+		r = c->fd < 0 ? c->fd : 0;
+	}
+	if (r == 0 && c->tls) {
+		r = tls_handshake(c, ep, deadline, err);
+		if (r < 0)
+			errbuf_prefix(err, "cannot connect to %s", ep->url);
+	}
+	if (r < 0) {
+		http_close(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+static int conn_write(struct http_conn *c, const char *buf, size_t len, int64_t deadline)
+{
+	while (len > 0) {
+		ssize_t n;
+		int w;
+		if (c->tls) {
+			n = mbedtls_ssl_write(&c->tls->ssl, (const unsigned char *)buf, len);
+			w = n >= 0 ? 0 : tls_wait(c, (int)n, deadline);
+			if (w == 1)
+				return c->io_errno ? -c->io_errno : -EPIPE;
+		} else {
+			n = send(c->fd, buf, len, MSG_NOSIGNAL);
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return -errno;
+			w = n >= 0 ? 0 : wait_fd(c->fd, POLLOUT, deadline);
+		}
+		if (w < 0)
+			return w;
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/* Reads some bytes: > 0, 0 at the end of the stream, or -errno. */
+static ssize_t conn_read(struct http_conn *c, char *buf, size_t len, int64_t deadline,
+			 struct errbuf *err)
+{
+	for (;;) {
+		ssize_t n;
+		int w;
+		if (c->tls) {
+			n = mbedtls_ssl_read(&c->tls->ssl, (unsigned char *)buf, len);
+			if (n == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || n == MBEDTLS_ERR_SSL_CONN_EOF)
+				return 0;
+			if (n >= 0)
+				return n;
+			w = tls_wait(c, (int)n, deadline);
+			if (w == 1)
+				return tls_fail(c, (int)n, "reading the response", err);
+		} else {
+			n = recv(c->fd, buf, len, 0);
+			if (n >= 0)
+				return n;
+			if (errno != EAGAIN && errno != EINTR)
+				return errbuf_set(err, errno, "reading the response: %s",
+						  strerror(errno));
+			w = wait_fd(c->fd, POLLIN, deadline);
+		}
+		if (w == -ETIMEDOUT)
+			return errbuf_set(err, ETIMEDOUT, "timed out");
+		if (w < 0)
+			return errbuf_set(err, -w, "reading the response: %s", strerror(-w));
+	}
+}
+
+static int send_request(struct http_conn *c, const char *target, int64_t deadline,
+			struct errbuf *err)
+{
+	for (const char *t = target; *t; t++)
+		if (*t <= ' ' || *t >= 0x7f)
+			return errbuf_set(err, EINVAL, "request target is not escaped");
+	char req[4096];
+	int n = snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: dstack-healthd/%s\r\n"
+			 "Accept: application/json\r\nConnection: close\r\n\r\n",
+			 target, c->host_header, HEALTHD_VERSION);
+	if (n < 0 || (size_t)n >= sizeof(req))
+		return errbuf_set(err, E2BIG, "request target too long");
+	int r = conn_write(c, req, (size_t)n, deadline);
+	if (r == -ETIMEDOUT)
+		return errbuf_set(err, ETIMEDOUT, "timed out");
+	if (r < 0)
+		return errbuf_set(err, -r, "sending the request: %s", strerror(-r));
+	return 0;
+}
+
+int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t max_body,
+	     struct http_response *out, struct errbuf *err)
+{
+	int r = send_request(c, target, deadline, err);
+	if (r < 0)
+		return r;
+	struct http_parser p;
+	http_parser_init(&p, max_body);
+	char buf[16384];
+	do {
+		ssize_t n = conn_read(c, buf, sizeof(buf), deadline, err);
+		size_t used;
+		if (n < 0)
+			r = (int)n;
+		else if (n == 0)
+			r = http_parser_eof(&p, err);
+		else
+			r = http_parser_feed(&p, buf, (size_t)n, &used, err);
+	} while (r == 0);
+	if (r == 1)
+		http_parser_take(&p, out);
+	http_parser_free(&p);
+	return r < 0 ? r : 0;
+}

@@ -1,0 +1,101 @@
+/* A small HTTP/1.1 client for the Docker Engine API: one GET per connection
+ * (Connection: close) over a unix socket, TCP or TLS, every step bounded by a
+ * CLOCK_MONOTONIC deadline, and a pure incremental response parser that
+ * bounds headers and body. */
+#ifndef HEALTHD_HTTP_H
+#define HEALTHD_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "../agent/err.h"
+
+/* Bounds on the header section (status line, headers, trailers). */
+#define HTTP_MAX_HEADER_BYTES (16u << 10)
+#define HTTP_MAX_HEADERS 64
+/* A chunk-size line, extensions included. */
+#define HTTP_MAX_CHUNK_LINE 1024
+
+struct http_header {
+	char *name;
+	char *value;
+};
+
+struct http_response {
+	int status;
+	struct http_header *headers; /* trailers are not kept */
+	size_t nheaders;
+	char *body; /* NUL-terminated for convenience; body_len excludes it */
+	size_t body_len;
+};
+
+enum http_framing { HTTP_FRAME_NONE, HTTP_FRAME_LENGTH, HTTP_FRAME_CHUNKED, HTTP_FRAME_EOF };
+
+/* Incremental parser state; fields are private to http.c. */
+struct http_parser {
+	int state;
+	enum http_framing framing;
+	size_t max_body;
+	size_t header_bytes; /* of the current header section or chunk line */
+	size_t ntrailers;
+	char *line;          /* the line being read */
+	size_t line_len, line_cap;
+	uint64_t remaining; /* bytes left of the body or the current chunk */
+	size_t body_cap;
+	struct http_response resp;
+};
+
+void http_parser_init(struct http_parser *p, size_t max_body);
+/* Feeds len bytes. Returns 1 when the response is complete (*used says how
+ * many bytes it took; what follows is ignored), 0 when more is needed (all
+ * bytes used), or a negative errno with err naming the rule that failed
+ * (-EPROTO for a malformed response, -E2BIG for a limit, -ENOMEM). */
+int http_parser_feed(struct http_parser *p, const char *buf, size_t len, size_t *used,
+		     struct errbuf *err);
+/* The peer closed the connection: 1 when that ends the response (a body
+ * delimited by the end of the connection), else -EPROTO. */
+int http_parser_eof(struct http_parser *p, struct errbuf *err);
+/* Moves the parsed response out (after feed or eof returned 1). */
+void http_parser_take(struct http_parser *p, struct http_response *out);
+void http_parser_free(struct http_parser *p);
+
+/* First value of the header name (case-insensitive), or NULL. */
+const char *http_header(const struct http_response *r, const char *name);
+void http_response_free(struct http_response *r);
+
+/* Where the daemon listens, parsed from "unix:///path" or "tcp://host:port"
+ * (host may be [v6]; a missing port is Docker's default, 2375 or 2376 with
+ * TLS). */
+enum http_transport { HTTP_UNIX, HTTP_TCP };
+struct http_endpoint {
+	enum http_transport transport;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char host[256]; /* without brackets */
+	char port[6];
+	bool tls;
+	char cert_path[4096];
+	char url[260]; /* as given, cleaned and cut, for error messages */
+};
+
+int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
+			struct http_endpoint *ep, struct errbuf *err);
+
+/* Loads ca.pem, cert.pem and key.pem from ep->cert_path, to check them before
+ * start-up. 0 without TLS. */
+int http_tls_check(const struct http_endpoint *ep, struct errbuf *err);
+
+struct http_conn;
+
+/* Connects (and does the TLS handshake) before deadline. Errors read
+ * "cannot connect to URL: reason"; -ETIMEDOUT when the deadline passed. */
+int http_connect(const struct http_endpoint *ep, int64_t deadline, struct http_conn **out,
+		 struct errbuf *err);
+/* Sends "GET target" and reads the whole response, at most max_body bytes of
+ * body, before deadline. -ETIMEDOUT when the deadline passed. */
+int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t max_body,
+	     struct http_response *out, struct errbuf *err);
+void http_close(struct http_conn *c);
+
+#endif

@@ -1,0 +1,443 @@
+#include "nerdctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../agent/cleanup.h"
+#include "../agent/clock.h"
+#include "inspect.h"
+
+extern char **environ;
+
+/* Global flags first, then the subcommand and its arguments. */
+#define NERDCTL_MAX_GLOBAL_ARGS 7
+#define STDERR_KEEP 512
+
+/* One finished child: its stdout, the start of its stderr, how it ended. */
+struct proc {
+	const char *what; /* "ps", "inspect": names the step in errors */
+	char *out;
+	size_t len, cap;
+	char err[STDERR_KEEP + 1];
+	size_t errlen;
+	int status;
+};
+
+static void proc_free(struct proc *p)
+{
+	free(p->out);
+	p->out = NULL;
+	p->len = p->cap = 0;
+}
+
+/* Reads what is available on fd (non-blocking), at most 1 MiB per call so
+ * that a child flooding stderr cannot keep us past the deadline. 1 at EOF,
+ * 0 when it would block, 2 when more is waiting, -EFBIG over the cap, other
+ * -errno. */
+static int proc_read(struct proc *p, int fd, bool is_stdout)
+{
+	for (int round = 0; round < 64; round++) {
+		char buf[16384];
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n == 0)
+			return 1;
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		if (!is_stdout) {
+			/* Only the first line is ever shown; the rest is drained
+			 * so the child never blocks on a full pipe. */
+			size_t keep = STDERR_KEEP - p->errlen;
+			if ((size_t)n < keep)
+				keep = (size_t)n;
+			memcpy(p->err + p->errlen, buf, keep);
+			p->errlen += keep;
+			p->err[p->errlen] = '\0';
+			continue;
+		}
+		if ((size_t)n > NERDCTL_MAX_OUTPUT - p->len)
+			return -EFBIG;
+		if (p->len + (size_t)n + 1 > p->cap) {
+			size_t cap = p->cap ? p->cap : 65536;
+			while (cap < p->len + (size_t)n + 1)
+				cap *= 2;
+			char *q = realloc(p->out, cap);
+			if (!q)
+				return -ENOMEM;
+			p->out = q;
+			p->cap = cap;
+		}
+		memcpy(p->out + p->len, buf, (size_t)n);
+		p->len += (size_t)n;
+		p->out[p->len] = '\0';
+	}
+	return 2;
+}
+
+/* Exited (a zombie), without reaping it: the pid, and with it the process
+ * group id, stay ours until we kill the group and reap. */
+static bool child_exited(pid_t pid)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	       si.si_pid == pid;
+}
+
+static int spawn_child(const char *path, char *const argv[], int outw, int errw,
+		       pid_t *pid)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	/* The agent blocks every signal before its threads start; the child
+	 * must get a clean mask and default dispositions. Its own process
+	 * group lets a timeout kill whatever it started as well. The agent's
+	 * other fds (listening socket, Docker connections) never leak in. */
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+					      POSIX_SPAWN_SETPGROUP);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, outw, 1);
+	posix_spawn_file_actions_adddup2(&fa, errw, 2);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	int r = strchr(path, '/') ? posix_spawn(pid, path, &fa, &at, argv, environ)
+				  : posix_spawnp(pid, path, &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return -r;
+}
+
+static int pidfd_of(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	return -1;
+#endif
+}
+
+/* Collects output until the child exits, the deadline passes or stdout
+ * exceeds the cap. 0, -ETIMEDOUT, -EFBIG, other -errno. */
+static int collect(struct proc *p, pid_t pid, int outr, int errr, int64_t deadline)
+{
+	_cleanup_close_ int pidfd = pidfd_of(pid);
+	int fds[2] = { outr, errr };
+	for (;;) {
+		bool exited = child_exited(pid), more = false;
+		/* Everything an exited child wrote is in the pipes by now:
+		 * drain and stop, even if a stray grandchild keeps them open. */
+		for (int k = 0; k < 2; k++) {
+			if (fds[k] < 0)
+				continue;
+			int r = proc_read(p, fds[k], k == 0);
+			if (r < 0)
+				return r;
+			if (r == 1)
+				fds[k] = -1;
+			more |= r == 2;
+		}
+		if (exited && !more)
+			return 0;
+		int left = clock_left_ms(deadline);
+		if (left == 0)
+			return -ETIMEDOUT;
+		struct pollfd pf[3] = { { fds[0], POLLIN, 0 }, { fds[1], POLLIN, 0 },
+					{ pidfd, POLLIN, 0 } };
+		/* Without a pidfd (kernel < 5.3) exit is noticed by ticking. */
+		if (poll(pf, 3, pidfd >= 0 ? left : (left < 10 ? left : 10)) < 0 &&
+		    errno != EINTR)
+			return -errno;
+	}
+}
+
+static void reap(pid_t pid, int *status)
+{
+	/* The whole group: nerdctl may have started helpers of its own. The
+	 * child is at worst a zombie here, so its pid (= pgid) is still ours. */
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+}
+
+static int run_error(const struct proc *p, const char *path, int r, int timeout_ms,
+		     struct errbuf *err)
+{
+	char clean[256];
+	switch (r) {
+	case -ETIMEDOUT:
+		if (timeout_ms % 1000 == 0)
+			return errbuf_set(err, ETIMEDOUT, "nerdctl %s: timed out after %d s",
+					  p->what, timeout_ms / 1000);
+		return errbuf_set(err, ETIMEDOUT, "nerdctl %s: timed out after %d ms",
+				  p->what, timeout_ms);
+	case -EFBIG:
+		return errbuf_set(err, EFBIG, "nerdctl %s: output exceeds %u bytes", p->what,
+				  NERDCTL_MAX_OUTPUT);
+	case -ENOMEM:
+		return errbuf_set(err, ENOMEM, "nerdctl %s: out of memory", p->what);
+	default:
+		err_clean(clean, sizeof(clean), path, 200);
+		return errbuf_set(err, -r, "nerdctl %s: reading from %s: %s", p->what, clean,
+				  strerror(-r));
+	}
+}
+
+/* The first line of stderr, cleaned, for an error message. */
+static void first_line(const struct proc *p, char *dst, size_t n)
+{
+	char line[STDERR_KEEP + 1];
+	size_t len = strcspn(p->err, "\r\n");
+	memcpy(line, p->err, len);
+	line[len] = '\0';
+	err_clean(dst, n, line, 200);
+}
+
+static int exit_error(const struct proc *p, struct errbuf *err)
+{
+	char line[256];
+	first_line(p, line, sizeof(line));
+	if (WIFSIGNALED(p->status))
+		return errbuf_set(err, EIO, "nerdctl %s: killed by signal %d%s%s", p->what,
+				  WTERMSIG(p->status), *line ? ": " : "", line);
+	return errbuf_set(err, EIO, "nerdctl %s: exited with status %d%s%s", p->what,
+			  WEXITSTATUS(p->status), *line ? ": " : "", line);
+}
+
+/* Runs argv with stdin from /dev/null and stdout captured, killed (with its
+ * process group) and reaped at min(5 s, deadline). A non-zero exit is -EIO
+ * with p->status and p->err kept for the caller. */
+static int run(const char *path, char *const argv[], int64_t deadline, struct proc *p,
+	       struct errbuf *err)
+{
+	int out[2], errp[2];
+	int64_t now = clock_mono_ms();
+	int64_t until = deadline < now + NERDCTL_PROCESS_TIMEOUT_MS
+				? deadline : now + NERDCTL_PROCESS_TIMEOUT_MS;
+	int timeout_ms = until > now ? (int)(until - now) : 0;
+	if (timeout_ms == 0)
+		return errbuf_set(err, ETIMEDOUT,
+				  "nerdctl %s: the refresh deadline passed before it could run",
+				  p->what);
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return errbuf_set(err, errno, "nerdctl %s: pipe: %s", p->what, strerror(errno));
+	if (pipe2(errp, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(out[0]);
+		close(out[1]);
+		return errbuf_set(err, e, "nerdctl %s: pipe: %s", p->what, strerror(e));
+	}
+	_cleanup_close_ int outr = out[0], errr = errp[0];
+	/* Only our ends: O_NONBLOCK on the child's would make its writes fail
+	 * with EAGAIN. */
+	fcntl(outr, F_SETFL, O_NONBLOCK);
+	fcntl(errr, F_SETFL, O_NONBLOCK);
+	pid_t pid;
+	int r = spawn_child(path, argv, out[1], errp[1], &pid);
+	close(out[1]);
+	close(errp[1]);
+	if (r < 0) {
+		char clean[256];
+		err_clean(clean, sizeof(clean), path, 200);
+		return errbuf_set(err, -r, "cannot run %s: %s", clean, strerror(-r));
+	}
+	r = collect(p, pid, outr, errr, until);
+	reap(pid, &p->status);
+	if (r < 0)
+		return run_error(p, path, r, timeout_ms, err);
+	if (!WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0)
+		return exit_error(p, err);
+	return 0;
+}
+
+void nerdctl_free_ids(char **ids, size_t n)
+{
+	if (!ids)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* Container ids are hex (64 digits, 12 when truncated). Anything else is not
+ * passed on: a line starting with '-' would become an option. */
+static bool id_valid(const char *s, size_t n)
+{
+	if (n < 12 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+int nerdctl_parse_ids(const char *buf, size_t len, char ***ids, size_t *n,
+		      struct errbuf *err)
+{
+	char **v = NULL;
+	size_t cnt = 0, line = 0;
+	*ids = NULL;
+	*n = 0;
+	for (size_t i = 0; i < len;) {
+		const char *nl = memchr(buf + i, '\n', len - i);
+		size_t end = nl ? (size_t)(nl - buf) : len, k = end;
+		line++;
+		while (k > i && (buf[k - 1] == '\r' || buf[k - 1] == ' '))
+			k--;
+		if (k > i) {
+			int r = 0;
+			char **nv;
+			if (!id_valid(buf + i, k - i))
+				r = errbuf_set(err, EINVAL, "line %zu is not a container id", line);
+			else if (cnt == NERDCTL_MAX_IDS)
+				r = errbuf_set(err, E2BIG, "more than %d containers", NERDCTL_MAX_IDS);
+			else if (!(nv = realloc(v, (cnt + 1) * sizeof(*v))) ||
+				 !((v = nv)[cnt] = strndup(buf + i, k - i)))
+				r = errbuf_set(err, ENOMEM, "out of memory");
+			else
+				cnt++;
+			if (r < 0) {
+				nerdctl_free_ids(v, cnt);
+				return r;
+			}
+		}
+		i = end + 1;
+	}
+	*ids = v;
+	*n = cnt;
+	return 0;
+}
+
+/* argv: path, global flags, then the rest; NULL-terminated. */
+static char **build_argv(const struct nerdctl_opts *o, const struct runtime_info *ri,
+			 const char *const *rest, size_t nrest)
+{
+	char **argv = calloc(NERDCTL_MAX_GLOBAL_ARGS + nrest + 1, sizeof(*argv));
+	size_t a = 0;
+	if (!argv)
+		return NULL;
+	argv[a++] = (char *)o->path;
+	/* nerdctl's global flags belong to the root command; given before the
+	 * subcommand they work with every version. */
+	if (o->address) {
+		argv[a++] = (char *)"--address";
+		argv[a++] = (char *)o->address;
+	}
+	if (ri->namespace) {
+		argv[a++] = (char *)"--namespace";
+		argv[a++] = ri->namespace;
+	}
+	if (ri->snapshotter) {
+		argv[a++] = (char *)"--snapshotter";
+		argv[a++] = ri->snapshotter;
+	}
+	for (size_t i = 0; i < nrest; i++)
+		argv[a++] = (char *)rest[i];
+	return argv;
+}
+
+static int list_ids(const struct nerdctl_opts *o, const struct runtime_info *ri,
+		    int64_t deadline, char ***ids, size_t *n, struct errbuf *err)
+{
+	_cleanup_free_ char *filter = NULL;
+	if (asprintf(&filter, "label=%s=%s", COMPOSE_PROJECT_LABEL, ri->project) < 0)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	/* --no-trunc: full ids, so that inspect can never match two. */
+	const char *rest[] = { "ps", "-a", "-q", "--no-trunc", "--filter", filter };
+	_cleanup_free_ char **argv = build_argv(o, ri, rest, ARRAY_SIZE(rest));
+	if (!argv)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	struct proc p = { .what = "ps" };
+	int r = run(o->path, argv, deadline, &p, err);
+	if (r >= 0) {
+		r = nerdctl_parse_ids(p.out ? p.out : "", p.len, ids, n, err);
+		if (r < 0)
+			errbuf_prefix(err, "nerdctl ps");
+	}
+	proc_free(&p);
+	return r;
+}
+
+/* One `nerdctl container inspect` of ids[0..n); -EIO when nerdctl said no. */
+static int inspect(const struct nerdctl_opts *o, const struct runtime_info *ri,
+		   char **ids, size_t n, int64_t deadline, struct container_list *out,
+		   struct errbuf *err)
+{
+	_cleanup_free_ const char **rest = calloc(n + 2, sizeof(*rest));
+	if (!rest)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	rest[0] = "container";
+	rest[1] = "inspect";
+	for (size_t i = 0; i < n; i++)
+		rest[i + 2] = ids[i];
+	_cleanup_free_ char **argv = build_argv(o, ri, rest, n + 2);
+	if (!argv)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	struct proc p = { .what = "inspect" };
+	int r = run(o->path, argv, deadline, &p, err);
+	if (r >= 0) {
+		r = inspect_parse_array(p.out ? p.out : "", p.len, out, err);
+		if (r < 0) {
+			errbuf_prefix(err, "nerdctl inspect");
+			if (r == -EINVAL)
+				r = -EIO;
+		}
+	}
+	proc_free(&p);
+	return r;
+}
+
+/* The batch failed: usually one container was removed between ps and
+ * inspect, and nerdctl then prints nothing at all. Inspect one by one and
+ * skip those it refuses; if it refuses every one, that is the error. */
+static int inspect_each(const struct nerdctl_opts *o, const struct runtime_info *ri,
+			char **ids, size_t n, int64_t deadline, struct container_list *out,
+			struct errbuf *err)
+{
+	size_t found = 0;
+	int last = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = inspect(o, ri, &ids[i], 1, deadline, out, err);
+		if (r == -EIO) {
+			last = r;
+			continue;
+		}
+		if (r < 0)
+			return r;
+		found++;
+	}
+	return found == 0 ? last : 0;
+}
+
+int nerdctl_list(const struct nerdctl_opts *o, const struct runtime_info *ri,
+		 int64_t deadline, struct container_list *out, struct errbuf *err)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	if (!o->path || !ri->project)
+		return errbuf_set(err, EINVAL, "nerdctl: no binary or no project given");
+	int r = list_ids(o, ri, deadline, &ids, &n, err);
+	if (r < 0 || n == 0)
+		return r;
+	r = inspect(o, ri, ids, n, deadline, out, err);
+	if (r == -EIO && n > 1)
+		r = inspect_each(o, ri, ids, n, deadline, out, err);
+	nerdctl_free_ids(ids, n);
+	return r;
+}

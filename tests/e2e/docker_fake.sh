@@ -1,0 +1,186 @@
+#!/bin/bash
+# docker_list against a scripted Docker peer (tests/fakes/docker_fake.py)
+# replaying responses recorded from a real dockerd: the API 1.41 path (list
+# then inspect), the 1.52 path (health from the list, inspect only what is
+# not running), version negotiation, vanished containers, daemon errors,
+# refused and hanging peers, oversized and garbage answers.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+B=${HEALTHD_BUILD:-build}
+LIST=$B/tests/helpers/docker_list
+FAKE=tests/fakes/docker_fake.py
+R=tests/fakes/docker
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+[ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
+
+T=$(mktemp -d)
+FPID=
+stop_fake() {
+	if [ -n "$FPID" ]; then
+		kill "$FPID" 2>/dev/null
+		wait "$FPID" 2>/dev/null
+		FPID=
+	fi
+}
+trap 'stop_fake; rm -rf "$T"' EXIT
+
+# fake ROUTE...: (re)starts the fake on $T/d.sock with a fresh request log.
+fake() {
+	stop_fake
+	rm -f "$T/d.sock" "$T/log"
+	: >"$T/log"
+	python3 "$FAKE" --listen "unix:$T/d.sock" --log "$T/log" "$@" &
+	FPID=$!
+	wait_for 10 test -S "$T/d.sock" || echo "# fake did not start"
+}
+list() { # list PROJECT [TIMEOUT_MS]
+	"$LIST" "unix://$T/d.sock" "$1" "${2:-5000}" | sort
+}
+
+WEB=f897beb9f2f72abe70da3e5bb2a41f499053b573037353b36e598027ac26dcd3
+WORKER=bf941dbe9c153976f97b5e4ca6dffe40905bc2acb4d8df8cc7874c3d0c64f632
+CACHE=422c7a8188508e386e1388f33cc23c38a57df5851fdd608195c57cf89de85e9d
+DB=4237c056497c5e1de0024b05a918ce572f83448cef865dee9b61314497eb6b09
+RUN=8dd7e3503febc926a3c90b9034fc48dfb7f7fe942f67e9a162f65461d8ee045c
+FILTER='%7B%22label%22%3A%5B%22com.docker.compose.project%3Ddemo%22%5D%7D'
+inspect_routes() { # inspect_routes VERSION-REGEX
+	echo "/v$1/containers/$WEB/json=file:$R/inspect-web.http"
+	echo "/v$1/containers/$WORKER/json=file:$R/inspect-worker.http"
+	echo "/v$1/containers/$CACHE/json=file:$R/inspect-cache.http"
+	echo "/v$1/containers/$DB/json=file:$R/inspect-db.http"
+	echo "/v$1/containers/$RUN/json=file:$R/inspect-run.http"
+}
+ALL="demo-cache-1 state=running running=1 paused=0 health=-
+demo-db-1 state=exited running=0 paused=0 health=unhealthy
+demo-web-1 state=running running=1 paused=0 health=healthy
+demo-worker-1 state=running running=1 paused=0 health=unhealthy"
+
+# --- API 1.41: everything is inspected, the one-off is not.
+mapfile -t IR < <(inspect_routes '1\.41')
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" "${IR[@]}"
+is "$(list demo)" "$ALL" "1.41: the recorded project, one-off skipped"
+is "$(sed -n 2p "$T/log")" "/v1.41/containers/json?all=1&filters=$FILTER" \
+	"1.41: list request carries all=1 and the encoded label filter"
+is "$(grep -c '/containers/[0-9a-f]*/json' "$T/log")" 4 "1.41: four inspects (not the one-off)"
+
+# --- API 1.52: health from the list for running containers.
+mapfile -t IR < <(inspect_routes '1\.52')
+fake "/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" "${IR[@]}"
+is "$(list demo)" "${ALL/health=-/health=none}" "1.52: same containers, health from the list"
+is "$(grep '/containers/[0-9a-f]*/json' "$T/log")" "/v1.52/containers/$DB/json" \
+	"1.52: only the container that is not running is inspected"
+
+# --- Versions: newer daemon → ours; no header → 1.24.
+fake "/_ping=file:$R/ping-1.53.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" "${IR[@]}"
+list demo >/dev/null
+like "$(sed -n 2p "$T/log")" '^/v1\.52/containers/json' "daemon at 1.53: we speak 1.52"
+mapfile -t IR < <(inspect_routes '1\.24')
+fake "/_ping=file:$R/ping-none.http" "/v1\.24/containers/json\?.*=file:$R/list-1.41.http" "${IR[@]}"
+is "$(list demo)" "$ALL" "no Api-Version header: fall back to 1.24"
+like "$(sed -n 2p "$T/log")" '^/v1\.24/containers/json' "no Api-Version header: 1.24 in the path"
+
+# A daemon that refuses our version and names one we speak: retried once.
+mapfile -t IR < <(inspect_routes '1\.44')
+fake "/_ping=file:$R/ping-1.41.http" \
+	'/v1\.41/containers/json\?.*=status:400:{"message":"client version 1.41 is too old. Minimum supported API version is 1.44, please upgrade your client to a newer version"}' \
+	"/v1\.44/containers/json\?.*=file:$R/list-1.41.http" "${IR[@]}"
+is "$(list demo)" "$ALL" "400 naming a minimum we speak: retried with 1.44"
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/too-old.http"
+is "$(list demo)" "error: GET /containers/json: HTTP 400: client version 1.11 is too old. Minimum supported API version is 1.12, please upgrade your client to a newer version" \
+	"400 in text/plain naming a version we do not speak: the daemon's words"
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/too-new.http"
+is "$(list demo)" "error: GET /containers/json: HTTP 400: client version 1.99 is too new. Maximum supported API version is 1.41" \
+	"400 too new, same version named: no loop"
+is "$(grep -c containers/json "$T/log")" 1 "too new: asked once"
+
+# --- Vanished between list and inspect.
+mapfile -t IR < <(inspect_routes '1\.41')
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" \
+	"/v1\.41/containers/$WORKER/json=file:$R/inspect-404.http" "${IR[@]}"
+is "$(list demo)" "$(printf '%s\n' "$ALL" | grep -v worker)" "404 on inspect: skipped"
+
+# --- Daemon errors.
+fake "/_ping=file:$R/ping-1.41.http" \
+	'/v1\.41/containers/json\?.*=status:500:{"message":"Something\nwent \u001b[31mwrong"}'
+is "$(list demo)" "error: GET /containers/json: HTTP 500: Something?went ?[31mwrong" \
+	"500: the daemon's message, control bytes cleaned"
+long=$(printf 'x%.0s' $(seq 5000))
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=status:500:{\"message\":\"$long\"}"
+out=$(list demo)
+like "$out" '^error: GET /containers/json: HTTP 500: x{190,197}\.\.\.$' "500 with a long message: cut at 200 bytes"
+mapfile -t IR < <(inspect_routes '1\.41')
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" \
+	"/v1\.41/containers/$CACHE/json=status:500:{\"message\":\"lock timeout\"}" "${IR[@]}"
+is "$(list demo)" "error: GET /containers/422c7a818850/json: HTTP 500: lock timeout" \
+	"500 on inspect: names the container, whole refresh fails"
+fake "/_ping=status:503:{\"message\":\"starting\"}"
+is "$(list demo)" "error: GET /_ping: HTTP 503: starting" "ping refused"
+fake "/_ping=file:$R/ping-1.41.http" '/v1\.41/containers/json\?.*=status:200:{"a":1}'
+is "$(list demo)" "error: GET /containers/json: expected an array, got an object" "list not an array"
+fake "/_ping=file:$R/ping-1.41.http" \
+	'/v1\.41/containers/json\?.*=status:200:[{"Id":"../../x","Labels":{"com.docker.compose.project":"demo"}}]'
+is "$(list demo)" "error: GET /containers/json: item 0: Id: missing or not a container ID" \
+	"an Id that is not hex never reaches a path"
+fake "/_ping=file:$R/ping-1.41.http" '/v1\.41/containers/json\?.*=status:200:[{"Id":'
+like "$(list demo)" "^error: GET /containers/json: .*JSON" "truncated JSON"
+fake "/_ping=file:$R/ping-1.41.http" \
+	'/v1\.41/containers/json\?.*=status:200:[{"Id":"abc","Labels":{"com.docker.compose.project":"other"}}]'
+is "$(list demo)" "" "an item of another project is dropped even if the daemon sent it"
+
+# --- Broken peers.
+fake "/_ping=garbage"
+is "$(list demo)" "error: GET /_ping: stray CR or NUL in a line" "garbage (binary)"
+fake "/_ping=file:$R/ping-1.41.http" "/v.*=file:$R/ping-1.41.http"
+is "$(list demo)" "error: GET /containers/json: malformed JSON near byte 0" "a ping answer (OK) as a list answer"
+fake "/_ping=close"
+is "$(list demo)" "error: GET /_ping: connection closed without a response" "closed without answering"
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=big:$((16 * 1024 * 1024 + 1))"
+is "$(list demo)" "error: GET /containers/json: response body exceeds 16777216 bytes" \
+	"Content-Length over the cap"
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=bigchunked:$((17 * 1024 * 1024))"
+is "$(list demo 20000)" "error: GET /containers/json: response body exceeds 16777216 bytes" \
+	"chunked body over the cap"
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+fake "/_ping=hang"
+t0=$(now_ms)
+out=$(list demo 1000)
+dt=$(( $(now_ms) - t0 ))
+is "$out" "error: GET /_ping: timed out after 1 s" "a peer that never answers: timed out"
+ok $(( dt >= 950 && dt < 1600 ? 0 : 1 )) "the 1 s deadline held (returned after ${dt} ms)"
+mapfile -t IR < <(inspect_routes '1\.41')
+fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" \
+	"/v1\.41/containers/$DB/json=hang" "${IR[@]}"
+t0=$(now_ms)
+out=$(list demo 1500)
+dt=$(( $(now_ms) - t0 ))
+like "$out" "^error: GET /containers/4237c056497c/json: timed out after (1|2) s$" "an inspect that hangs"
+ok $(( dt >= 1400 && dt < 2100 ? 0 : 1 )) "one deadline for the whole refresh (returned after ${dt} ms)"
+
+stop_fake
+is "$("$LIST" "unix://$T/d.sock" demo 1000)" "error: cannot connect to unix://$T/d.sock: Connection refused" \
+	"a socket nobody listens on"
+is "$("$LIST" "unix://$T/nope.sock" demo 1000)" \
+	"error: cannot connect to unix://$T/nope.sock: No such file or directory" "no socket at all"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+is "$("$LIST" "tcp://127.0.0.1:$port" demo 1000)" \
+	"error: cannot connect to tcp://127.0.0.1:$port: Connection refused" "a TCP port nobody listens on"
+
+# --- TCP without TLS, to the same recordings.
+mapfile -t IR < <(inspect_routes '1\.41')
+python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port" \
+	"/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" "${IR[@]}" &
+FPID=$!
+wait_for 10 test -s "$T/port"
+is "$("$LIST" "tcp://127.0.0.1:$(cat "$T/port")" demo 5000 | sort)" "$ALL" "over TCP"
+stop_fake
+
+# --- docker_check_opts.
+is "$("$LIST" --check unix:///var/run/docker.sock)" "ok" "check: default socket"
+is "$("$LIST" --check tcp://127.0.0.1:70000)" \
+	'error: invalid Docker host "tcp://127.0.0.1:70000": port must be a number from 1 to 65535' "check: bad port"
+is "$("$LIST" --check npipe:////./pipe/docker_engine)" \
+	'error: invalid Docker host "npipe:////./pipe/docker_engine": the scheme must be unix:// or tcp://' \
+	"check: unsupported scheme"
+done_testing

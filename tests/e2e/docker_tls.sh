@@ -1,0 +1,100 @@
+#!/bin/bash
+# docker_list over TLS (DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH with ca.pem,
+# cert.pem, key.pem) to the scripted Docker peer behind python's ssl, with a
+# CA made here by openssl: a good chain works; a wrong CA, a name mismatch, a
+# missing client certificate and a peer that never completes the handshake
+# each fail with a clear error.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+B=${HEALTHD_BUILD:-build}
+LIST=$B/tests/helpers/docker_list
+FAKE=tests/fakes/docker_fake.py
+R=tests/fakes/docker
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+command -v openssl >/dev/null || skip_all "openssl is not installed"
+[ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
+
+T=$(mktemp -d)
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+
+# ca NAME: a self-signed CA in $T/NAME-ca.pem / $T/NAME-ca-key.pem.
+ca() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj "/CN=$1 test CA" -keyout "$T/$1-ca-key.pem" -out "$T/$1-ca.pem" 2>/dev/null
+}
+# leaf NAME CN EXT: a key and a certificate signed by the "good" CA.
+leaf() {
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=$2" \
+		-keyout "$T/$1-key.pem" -out "$T/$1.csr" 2>/dev/null &&
+		printf '%s\n' "$3" >"$T/$1.ext" &&
+		openssl x509 -req -in "$T/$1.csr" -CA "$T/good-ca.pem" -CAkey "$T/good-ca-key.pem" \
+			-CAcreateserial -days 2 -extfile "$T/$1.ext" -out "$T/$1.pem" 2>/dev/null
+}
+ca good && ca other &&
+	leaf server localhost "subjectAltName=DNS:localhost
+extendedKeyUsage=serverAuth" &&
+	leaf client client "extendedKeyUsage=clientAuth"
+ok $? "made a CA, a server and a client certificate"
+
+# Cert folders as the docker CLI reads them.
+mkdir -p "$T/good" "$T/wrongca" "$T/nocert" "$T/empty"
+cp "$T/good-ca.pem" "$T/good/ca.pem"
+cp "$T/client.pem" "$T/good/cert.pem"
+cp "$T/client-key.pem" "$T/good/key.pem"
+cp "$T/good"/* "$T/wrongca/" && cp "$T/other-ca.pem" "$T/wrongca/ca.pem"
+cp "$T/good-ca.pem" "$T/nocert/ca.pem"
+
+WEB=f897beb9f2f72abe70da3e5bb2a41f499053b573037353b36e598027ac26dcd3
+python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port" \
+	--tls "$T/server.pem" "$T/server-key.pem" --client-ca "$T/good-ca.pem" \
+	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" \
+	"/v1\.52/containers/[0-9a-f]*/json=file:$R/inspect-db.http" &
+PIDS+=($!)
+wait_for 10 test -s "$T/port"
+PORT=$(cat "$T/port")
+H=tcp://localhost:$PORT
+
+tls() { # tls CERTDIR ARGS...: docker_list with TLS verification on
+	local dir=$1
+	shift
+	DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$dir "$LIST" "$@"
+}
+is "$(tls "$T/good" "$H" demo 5000 | sort)" \
+	"demo-cache-1 state=running running=1 paused=0 health=none
+demo-db-1 state=exited running=0 paused=0 health=unhealthy
+demo-web-1 state=running running=1 paused=0 health=healthy
+demo-worker-1 state=running running=1 paused=0 health=unhealthy" \
+	"TLS with the right CA and a client certificate lists the project"
+is "$(tls "$T/good" --check "$H")" "ok" "check: the cert folder loads"
+is "$(tls "$T/wrongca" "$H" demo 5000)" \
+	"error: cannot connect to $H: TLS handshake: server certificate not trusted: The certificate is not correctly signed by the trusted CA" \
+	"a server not signed by ca.pem is refused"
+like "$(tls "$T/good" "tcp://127.0.0.1:$PORT" demo 5000)" \
+	"^error: cannot connect to tcp://127.0.0.1:$PORT: TLS handshake: server certificate not trusted: .*(CN|Common Name).*match" \
+	"a certificate for another name is refused"
+like "$(tls "$T/nocert" "$H" demo 5000)" "^error: (cannot connect to $H: TLS handshake|GET /_ping: reading the response): " \
+	"without a client certificate the server hangs up, and we say where"
+is "$(tls "$T/empty" "$H" demo 5000)" "error: cannot read $T/empty/ca.pem: No such file or directory" \
+	"no ca.pem"
+is "$(tls "$T/empty" --check "$H")" "error: cannot read $T/empty/ca.pem: No such file or directory" \
+	"check: no ca.pem stops start-up"
+echo "not a certificate" >"$T/empty/ca.pem"
+like "$(tls "$T/empty" --check "$H")" "^error: $T/empty/ca.pem: .*X509" "check: a ca.pem that is not PEM"
+is "$(tls "$T/good" --check unix:///var/run/docker.sock)" \
+	'error: invalid Docker host "unix:///var/run/docker.sock": TLS needs a tcp:// host' \
+	"check: TLS with a unix socket"
+
+# A peer that accepts and never answers the ClientHello.
+python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port2" "/.*=hang" &
+PIDS+=($!)
+wait_for 10 test -s "$T/port2"
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+t0=$(now_ms)
+out=$(tls "$T/good" "tcp://localhost:$(cat "$T/port2")" demo 1000)
+dt=$(( $(now_ms) - t0 ))
+is "$out" "error: cannot connect to tcp://localhost:$(cat "$T/port2"): timed out after 1 s" \
+	"a handshake that never completes: timed out"
+ok $(( dt >= 950 && dt < 1600 ? 0 : 1 )) "the deadline held during the handshake (${dt} ms)"
+done_testing
