@@ -47,7 +47,8 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	    a->app.kind == RUNNER_DOCKER_COMPOSE) {
 		struct docker_opts o = { .host = a->cfg.docker_host,
 					 .tls_verify = a->cfg.docker_tls_verify,
-					 .cert_path = a->cfg.docker_cert_path };
+					 .cert_path = a->cfg.docker_cert_path,
+					 .cancel_fd = -1 };
 		if ((r = docker_check_opts(&o, err)) < 0)
 			return r;
 	}
@@ -61,7 +62,7 @@ static int run_once(const struct agent *a)
 	struct errbuf err = { "" };
 	verdict_init(&v);
 	int r = source_refresh(&a->cfg, &a->app, clock_mono_ms() + a->cfg.refresh_timeout_ms,
-			       &v, &err);
+			       -1, &v, &err);
 	if (r < 0) {
 		verdict_free(&v);
 		verdict_init(&v);

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -16,6 +18,10 @@ struct refresher {
 	struct cache *cache;
 	struct refresh_state st;
 	int64_t watchdog_ms;
+
+	/* Written by refresh_stop(): a query in progress gives up at once, so
+	 * that stopping never waits for a hung runtime. */
+	int cancel_fd;
 
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -76,7 +82,11 @@ static void refresh_one(struct refresher *rf)
 	int64_t start = clock_mono_ms();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(&v);
-	int r = source_refresh(rf->cfg, rf->app, deadline, &v, &err);
+	int r = source_refresh(rf->cfg, rf->app, deadline, rf->cancel_fd, &v, &err);
+	if (r == -ECANCELED) {
+		verdict_free(&v);
+		return;
+	}
 	int64_t end = clock_mono_ms();
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
@@ -178,6 +188,13 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		free(rf);
 		return errbuf_set(err, ENOMEM, "out of memory");
 	}
+	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (rf->cancel_fd < 0) {
+		r = errno;
+		verdict_free(&rf->st.current);
+		free(rf);
+		return errbuf_set(err, r, "eventfd: %s", strerror(r));
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -188,6 +205,7 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 	if (r != 0) {
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
+		close(rf->cancel_fd);
 		verdict_free(&rf->st.current);
 		free(rf);
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
@@ -212,7 +230,13 @@ void refresh_stop(struct refresher *rf)
 	rf->stop = true;
 	pthread_cond_signal(&rf->cond);
 	pthread_mutex_unlock(&rf->lock);
+	uint64_t one = 1;
+	if (write(rf->cancel_fd, &one, sizeof(one)) < 0) {
+		/* Cannot fail for an eventfd this far from overflow; without it
+		 * the join still ends, at the refresh deadline. */
+	}
 	pthread_join(rf->thread, NULL);
+	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);
 	verdict_free(&rf->st.current);

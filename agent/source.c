@@ -24,19 +24,21 @@ int source_initial_verdict(const struct app_compose *app, struct verdict *out)
 }
 
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
-			    const struct runtime_info *ri, int64_t deadline,
+			    const struct runtime_info *ri, int64_t deadline, int cancel_fd,
 			    struct verdict *out, struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
 	if (app->kind == RUNNER_NERDCTL_COMPOSE) {
 		struct nerdctl_opts o = { .path = cfg->nerdctl,
-					  .address = cfg->containerd_address };
+					  .address = cfg->containerd_address,
+					  .cancel_fd = cancel_fd };
 		r = nerdctl_list(&o, ri, deadline, &l, err);
 	} else {
 		struct docker_opts o = { .host = cfg->docker_host,
 					 .tls_verify = cfg->docker_tls_verify,
-					 .cert_path = cfg->docker_cert_path };
+					 .cert_path = cfg->docker_cert_path,
+					 .cancel_fd = cancel_fd };
 		r = docker_list(&o, ri->project, deadline, &l, err);
 	}
 	if (r >= 0)
@@ -46,7 +48,8 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 }
 
 int source_refresh(const struct config *cfg, const struct app_compose *app,
-		   int64_t deadline, struct verdict *out, struct errbuf *err)
+		   int64_t deadline, int cancel_fd, struct verdict *out,
+		   struct errbuf *err)
 {
 	if (!app->health_check) {
 		out->healthy = true;
@@ -65,7 +68,7 @@ int source_refresh(const struct config *cfg, const struct app_compose *app,
 	}
 	if (r < 0)
 		return r;
-	r = judge_containers(cfg, app, &ri, deadline, out, err);
+	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, err);
 	runtime_info_free(&ri);
 	return r;
 }

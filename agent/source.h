@@ -13,9 +13,11 @@
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime
  * unreachable, runtime file unreadable): err says what failed. deadline is
- * CLOCK_MONOTONIC ms. */
+ * CLOCK_MONOTONIC ms; when cancel_fd (-1 for none) becomes readable, a query
+ * in progress gives up at once with -ECANCELED. */
 int source_refresh(const struct config *cfg, const struct app_compose *app,
-		   int64_t deadline, struct verdict *out, struct errbuf *err);
+		   int64_t deadline, int cancel_fd, struct verdict *out,
+		   struct errbuf *err);
 
 /* The verdict served before the first refresh completes. -ENOMEM. */
 int source_initial_verdict(const struct app_compose *app, struct verdict *out);

@@ -5,7 +5,7 @@
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
-pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps"
+pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
 
 want=""
 for purpose in "$@"; do

@@ -386,6 +386,7 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 	struct ids todo = { 0 };
 	size_t n0 = out->n;
 	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err);
+	a.ep.cancel_fd = o->cancel_fd;
 	if (r == 0)
 		r = ping(&a);
 	if (r == 0)

@@ -19,6 +19,7 @@ struct docker_opts {
 	const char *host;    /* "unix:///var/run/docker.sock" or "tcp://HOST:PORT" */
 	bool tls_verify;     /* DOCKER_TLS_VERIFY */
 	const char *cert_path; /* DOCKER_CERT_PATH: ca.pem, cert.pem, key.pem */
+	int cancel_fd;       /* readable: give up at once (-ECANCELED); -1 for none */
 };
 
 /* Validates opts->host (scheme, path length, port) before start-up so that a

@@ -502,6 +502,7 @@ int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
 			struct http_endpoint *ep, struct errbuf *err)
 {
 	memset(ep, 0, sizeof(*ep));
+	ep->cancel_fd = -1;
 	err_clean(ep->url, sizeof(ep->url), url ? url : "", 256);
 	ep->tls = tls;
 	if (!url)
@@ -549,21 +550,28 @@ struct tls {
 
 struct http_conn {
 	int fd;
+	int cancel_fd;
 	int io_errno; /* errno behind a failed TLS send/recv */
 	char host_header[sizeof(((struct http_endpoint *)0)->host) + 8];
 	struct tls *tls;
 };
 
 /* Waits for events on fd until deadline. 0 when ready (an error condition
- * counts: the next call reports it), -ETIMEDOUT, or -errno. */
-static int wait_fd(int fd, short events, int64_t deadline)
+ * counts: the next call reports it), -ETIMEDOUT, -ECANCELED when cancel_fd
+ * became readable, or -errno. fd -1 waits for the deadline or a cancel. */
+static int wait_fd(int fd, short events, int64_t deadline, int cancel_fd)
 {
 	for (;;) {
 		int left = clock_left_ms(deadline);
 		if (left == 0)
 			return -ETIMEDOUT;
-		struct pollfd pfd = { .fd = fd, .events = events };
-		int r = poll(&pfd, 1, left);
+		struct pollfd pfd[2] = { { .fd = fd, .events = events },
+					 { .fd = cancel_fd, .events = POLLIN } };
+		int r = poll(pfd, 2, left);
+		if (r > 0 && pfd[1].revents)
+			return -ECANCELED;
+		if (r > 0 && fd < 0)
+			continue;
 		if (r > 0)
 			return 0;
 		if (r == 0)
@@ -574,7 +582,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
 }
 
 /* A non-blocking connect bounded by deadline; returns the fd or -errno. */
-static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline,
+			int cancel_fd)
 {
 	_cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -585,17 +594,19 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, in
 		if (errno == EAGAIN && family == AF_UNIX) {
 			/* The listener's backlog is full: a unix socket cannot
 			 * complete later, so retry until the deadline. */
-			int left = clock_left_ms(deadline);
-			if (left == 0)
+			int64_t soon = clock_mono_ms() + 10;
+			if (wait_fd(-1, 0, soon < deadline ? soon : deadline, cancel_fd) ==
+			    -ECANCELED)
+				return -ECANCELED;
+			if (clock_left_ms(deadline) == 0)
 				return -ETIMEDOUT;
-			poll(NULL, 0, left < 10 ? left : 10);
 			continue;
 		}
 		if (errno != EINPROGRESS && errno != EINTR)
 			return -errno;
 		break;
 	}
-	int r = wait_fd(fd, POLLOUT, deadline), soerr = 0;
+	int r = wait_fd(fd, POLLOUT, deadline, cancel_fd), soerr = 0;
 	socklen_t sl = sizeof(soerr);
 	if (r < 0)
 		return r;
@@ -623,14 +634,15 @@ static int connect_tcp(const struct http_endpoint *ep, int64_t deadline, struct 
 				  g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
 	int fd = -EHOSTUNREACH;
 	for (struct addrinfo *a = res; a; a = a->ai_next) {
-		fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline);
+		fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline,
+				  ep->cancel_fd);
 		if (fd >= 0 || fd == -ETIMEDOUT)
 			break;
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
 		return errbuf_set(err, -fd, "cannot connect to %s: %s", ep->url,
-				  fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+				  fd == -ETIMEDOUT ? "timed out" : fd == -ECANCELED ? "cancelled" : strerror(-fd));
 	return fd;
 }
 
@@ -638,10 +650,11 @@ static int connect_unix(const struct http_endpoint *ep, int64_t deadline, struct
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	memcpy(sa.sun_path, ep->path, sizeof(sa.sun_path));
-	int fd = connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof(sa), deadline);
+	int fd = connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof(sa), deadline,
+				  ep->cancel_fd);
 	if (fd < 0)
 		return errbuf_set(err, -fd, "cannot connect to %s: %s", ep->url,
-				  fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+				  fd == -ETIMEDOUT ? "timed out" : fd == -ECANCELED ? "cancelled" : strerror(-fd));
 	return fd;
 }
 
@@ -760,9 +773,9 @@ static int bio_recv(void *ctx, unsigned char *buf, size_t len)
 static int tls_wait(struct http_conn *c, int r, int64_t deadline)
 {
 	if (r == MBEDTLS_ERR_SSL_WANT_READ)
-		return wait_fd(c->fd, POLLIN, deadline);
+		return wait_fd(c->fd, POLLIN, deadline, c->cancel_fd);
 	if (r == MBEDTLS_ERR_SSL_WANT_WRITE)
-		return wait_fd(c->fd, POLLOUT, deadline);
+		return wait_fd(c->fd, POLLOUT, deadline, c->cancel_fd);
 	return 1;
 }
 
@@ -843,6 +856,7 @@ int http_connect(const struct http_endpoint *ep, int64_t deadline, struct http_c
 	if (!c)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	c->fd = -1;
+	c->cancel_fd = ep->cancel_fd;
 	if (ep->transport == HTTP_UNIX)
 		/* What Docker's own client sends for a socket (RFC 6761 name). */
 		snprintf(c->host_header, sizeof(c->host_header), "api.moby.localhost");
@@ -882,7 +896,7 @@ static int conn_write(struct http_conn *c, const char *buf, size_t len, int64_t 
 			n = send(c->fd, buf, len, MSG_NOSIGNAL);
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
 				return -errno;
-			w = n >= 0 ? 0 : wait_fd(c->fd, POLLOUT, deadline);
+			w = n >= 0 ? 0 : wait_fd(c->fd, POLLOUT, deadline, c->cancel_fd);
 		}
 		if (w < 0)
 			return w;
@@ -917,7 +931,7 @@ static ssize_t conn_read(struct http_conn *c, char *buf, size_t len, int64_t dea
 			if (errno != EAGAIN && errno != EINTR)
 				return errbuf_set(err, errno, "reading the response: %s",
 						  strerror(errno));
-			w = wait_fd(c->fd, POLLIN, deadline);
+			w = wait_fd(c->fd, POLLIN, deadline, c->cancel_fd);
 		}
 		if (w == -ETIMEDOUT)
 			return errbuf_set(err, ETIMEDOUT, "timed out");

@@ -77,6 +77,9 @@ struct http_endpoint {
 	bool tls;
 	char cert_path[4096];
 	char url[260]; /* as given, cleaned and cut, for error messages */
+	/* Readable when the caller gives up (the agent is stopping): every
+	 * wait ends with -ECANCELED. -1 for none; http_endpoint_parse sets -1. */
+	int cancel_fd;
 };
 
 int http_endpoint_parse(const char *url, bool tls, const char *cert_path,

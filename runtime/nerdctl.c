@@ -26,6 +26,7 @@ extern char **environ;
 /* One finished child: its stdout, the start of its stderr, how it ended. */
 struct proc {
 	const char *what; /* "ps", "inspect": names the step in errors */
+	int cancel_fd;    /* readable: stop waiting (-ECANCELED); -1 for none */
 	char *out;
 	size_t len, cap;
 	char err[STDERR_KEEP + 1];
@@ -132,8 +133,9 @@ static int pidfd_of(pid_t pid)
 #endif
 }
 
-/* Collects output until the child exits, the deadline passes or stdout
- * exceeds the cap. 0, -ETIMEDOUT, -EFBIG, other -errno. */
+/* Collects output until the child exits, the deadline passes, the caller
+ * cancels or stdout exceeds the cap. 0, -ETIMEDOUT, -ECANCELED, -EFBIG, other
+ * -errno. */
 static int collect(struct proc *p, pid_t pid, int outr, int errr, int64_t deadline)
 {
 	_cleanup_close_ int pidfd = pidfd_of(pid);
@@ -157,12 +159,14 @@ static int collect(struct proc *p, pid_t pid, int outr, int errr, int64_t deadli
 		int left = clock_left_ms(deadline);
 		if (left == 0)
 			return -ETIMEDOUT;
-		struct pollfd pf[3] = { { fds[0], POLLIN, 0 }, { fds[1], POLLIN, 0 },
-					{ pidfd, POLLIN, 0 } };
+		struct pollfd pf[4] = { { fds[0], POLLIN, 0 }, { fds[1], POLLIN, 0 },
+					{ pidfd, POLLIN, 0 }, { p->cancel_fd, POLLIN, 0 } };
 		/* Without a pidfd (kernel < 5.3) exit is noticed by ticking. */
-		if (poll(pf, 3, pidfd >= 0 ? left : (left < 10 ? left : 10)) < 0 &&
+		if (poll(pf, 4, pidfd >= 0 ? left : (left < 10 ? left : 10)) < 0 &&
 		    errno != EINTR)
 			return -errno;
+		if (pf[3].revents)
+			return -ECANCELED;
 	}
 }
 
@@ -192,6 +196,8 @@ static int run_error(const struct proc *p, const char *path, int r, int timeout_
 				  NERDCTL_MAX_OUTPUT);
 	case -ENOMEM:
 		return errbuf_set(err, ENOMEM, "nerdctl %s: out of memory", p->what);
+	case -ECANCELED:
+		return errbuf_set(err, ECANCELED, "nerdctl %s: cancelled", p->what);
 	default:
 		err_clean(clean, sizeof(clean), path, 200);
 		return errbuf_set(err, -r, "nerdctl %s: reading from %s: %s", p->what, clean,
@@ -363,7 +369,7 @@ static int list_ids(const struct nerdctl_opts *o, const struct runtime_info *ri,
 	_cleanup_free_ char **argv = build_argv(o, ri, rest, ARRAY_SIZE(rest));
 	if (!argv)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	struct proc p = { .what = "ps" };
+	struct proc p = { .what = "ps", .cancel_fd = o->cancel_fd };
 	int r = run(o->path, argv, deadline, &p, err);
 	if (r >= 0) {
 		r = nerdctl_parse_ids(p.out ? p.out : "", p.len, ids, n, err);
@@ -389,7 +395,7 @@ static int inspect(const struct nerdctl_opts *o, const struct runtime_info *ri,
 	_cleanup_free_ char **argv = build_argv(o, ri, rest, n + 2);
 	if (!argv)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	struct proc p = { .what = "inspect" };
+	struct proc p = { .what = "inspect", .cancel_fd = o->cancel_fd };
 	int r = run(o->path, argv, deadline, &p, err);
 	if (r >= 0) {
 		r = inspect_parse_array(p.out ? p.out : "", p.len, out, err);

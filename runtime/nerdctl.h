@@ -18,6 +18,7 @@
 struct nerdctl_opts {
 	const char *path;    /* the nerdctl binary (absolute, or looked up in PATH) */
 	const char *address; /* containerd socket for --address, or NULL */
+	int cancel_fd;       /* readable: kill the child and give up (-ECANCELED); -1 */
 };
 
 /* Runs `nerdctl [--address A] [--namespace NS] [--snapshotter S] ps -a -q

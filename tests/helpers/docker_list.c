@@ -13,7 +13,8 @@
 int main(int argc, char **argv)
 {
 	const char *tls = getenv("DOCKER_TLS_VERIFY");
-	struct docker_opts o = { .tls_verify = tls && *tls, .cert_path = getenv("DOCKER_CERT_PATH") };
+	struct docker_opts o = { .tls_verify = tls && *tls, .cert_path = getenv("DOCKER_CERT_PATH"),
+				 .cancel_fd = -1 };
 	struct errbuf err = { "" };
 	if (argc == 3 && strcmp(argv[1], "--check") == 0) {
 		o.host = argv[2];

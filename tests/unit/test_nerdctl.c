@@ -237,7 +237,7 @@ static void run_scenario(const char *fake, const struct scenario *sc)
 		put(dir, c, strcmp(c, "removed") == 0 ? DB_ID "\n" : "");
 
 	struct runtime_info ri = { (char *)"demo", (char *)sc->ns, (char *)sc->snapshotter };
-	struct nerdctl_opts o = { fake, sc->address };
+	struct nerdctl_opts o = { fake, sc->address, -1 };
 	struct container_list l = { 0 };
 	struct errbuf e = { "" };
 	int64_t t0 = clock_mono_ms();
@@ -273,7 +273,7 @@ static void run_scenario(const char *fake, const struct scenario *sc)
 static void test_missing_binary(void)
 {
 	struct runtime_info ri = { (char *)"demo", NULL, NULL };
-	struct nerdctl_opts o = { "/nonexistent/nerdctl", NULL };
+	struct nerdctl_opts o = { "/nonexistent/nerdctl", NULL, -1 };
 	struct container_list l = { 0 };
 	struct errbuf e = { "" };
 	int r = nerdctl_list(&o, &ri, clock_mono_ms() + 5000, &l, &e);
