@@ -143,7 +143,8 @@ uninstall:
 
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source
-# tree); only the .deb comes back, under $(BUILD)/.
+# tree); only the .deb comes back, under $(BUILD)/. Our own make variables
+# (BUILD=...) must not leak into the package's make.
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
@@ -155,7 +156,8 @@ deb:
 	git ls-files -z -c -o --exclude-standard | \
 		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
 	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
-		HEALTHD_REV=$(REV) dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
+		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
+		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
 		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb

@@ -90,6 +90,11 @@ like "$(awk -v d="$ready_dgram" '$2 == d && $3 ~ /^STATUS=/' "$T/n.log")" \
 
 wait_for 5 has_line n ' STATUS=healthy'
 ok $? "STATUS= says healthy once the status file is read"
+# READY=1 carries a STATUS of its own: it must not land after, and so hide,
+# the first verdict's.
+last_status_is() { [ "$(grep ' STATUS=' "$T/n.log" | tail -n1 | cut -d' ' -f3-)" = "STATUS=$1" ]; }
+wait_for 5 last_status_is healthy
+ok $? "the latest STATUS= is the current verdict"
 
 write_status unhealthy
 wait_for 5 has_line n ' STATUS=unhealthy'
