@@ -63,6 +63,7 @@ $D import "$TAR" healthd-systemd:1 >/dev/null 2>"$T/import.err" ||
 if ! $D run -d --name "$C" --network none --cap-add SYS_ADMIN \
 	--security-opt seccomp=unconfined --cgroupns=host \
 	-v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock \
+	-v "$T/docker.sock:/dockerd.sock" \
 	-e container=docker healthd-systemd:1 /lib/systemd/systemd >/dev/null 2>"$T/run.err"; then
 	skip_all "the systemd container did not start: $(cat "$T/run.err")"
 fi
@@ -202,5 +203,38 @@ pid=$(prop dstack-healthd.service MainPID)
 in_c systemctl restart dstack-healthd
 wait_for 10 sh -c "$D exec $C curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health | grep -q healthy"
 ok $? "after a restart the socket still answers"
+
+# --- the Docker source through the unit's sandbox ---------------------------
+# The private dockerd's socket is in the container as /dockerd.sock; linked
+# to the default /var/run/docker.sock, the agent reaches it with no flag. An
+# app container (static busybox) with a healthcheck that passes once /ok
+# exists, labelled as Compose would.
+if [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; then
+	mkdir -p "$T/bb/bin"
+	cp /bin/busybox "$T/bb/bin/busybox"
+	ln -s busybox "$T/bb/bin/sh"
+	tar -C "$T/bb" -cf "$T/bb.tar" .
+	$D import "$T/bb.tar" healthd-bb:1 >/dev/null
+	$D run -d --name sdapp-web --network none --label com.docker.compose.project=sdapp \
+		--label com.docker.compose.service=web --health-cmd 'test -e /ok' \
+		--health-interval 1s --health-retries 1 healthd-bb:1 /bin/busybox sleep 3600 >/dev/null
+	in_c ln -sf /dockerd.sock /run/docker.sock
+	echo '{"namespace": "", "project": "sdapp", "snapshotter": ""}' |
+		put /run/dstack/app-compose-runtime.json
+	put /dstack/.host-shared/app-compose.json <<'JSON'
+{"manifest_version": "3", "name": "sdapp", "runner": "docker-compose",
+ "requirements": {"health_check": true}}
+JSON
+	in_c systemctl restart dstack-healthd.service
+	wait_for 15 status_is '^unhealthy: (sdapp-)?web: (starting|unhealthy)'
+	ok $? "through the sandbox, the Docker socket is reached: web is not healthy yet ($(prop dstack-healthd.service StatusText))"
+	$D exec sdapp-web /bin/busybox touch /ok
+	wait_for 15 status_is '^healthy'
+	ok $? "web's healthcheck passes and the verdict follows ($(prop dstack-healthd.service StatusText))"
+	is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "/prpc/v1/Health answers healthy from Docker"
+	$D rm -f sdapp-web >/dev/null
+else
+	diag "no static /bin/busybox: the Docker source under the unit is not checked"
+fi
 
 done_testing
