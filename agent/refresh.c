@@ -119,6 +119,7 @@ static void refresh_one(struct refresher *rf)
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
 		return;
 	}
+	s->max_age_ms = refresh_max_age_ms(rf->cfg);
 	cache_publish(rf->cache, s);
 }
 
