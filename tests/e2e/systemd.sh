@@ -157,6 +157,10 @@ in_c journalctl --no-pager -u dstack-healthd -o verbose >"$T/journal.verbose" 2>
 in_c journalctl --no-pager -u dstack-healthd -o short-precise >"$T/journal.short" 2>&1
 diag "journal of the unit (-o short-precise):"
 sed 's/^/#   /' "$T/journal.short"
+diag "the agent's entries (-o verbose, its own fields):"
+awk '/^[A-Z][a-z][a-z] / { if (e) print "#   " e; e = "" }
+	/^    (PRIORITY|MESSAGE|HEALTHD_[A-Z_]+|SYSLOG_IDENTIFIER)=/ { sub(/^    /, ""); e = e (e ? "  " : "") $0 }
+	END { if (e) print "#   " e }' "$T/journal.verbose" | grep 'SYSLOG_IDENTIFIER=dstack-healthd'
 agent_lines=$(grep -c ' dstack-healthd\[[0-9]*\]: ' "$T/journal.short")
 verdict_lines=$(grep -c '^    HEALTHD_VERDICT=' "$T/journal.verbose")
 is "$verdict_lines" 3 "three verdict lines for healthy, unhealthy, healthy"
