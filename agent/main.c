@@ -221,13 +221,15 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	log_start(a, desc);
+	/* Before the refresh thread starts, so that READY's own STATUS= never
+	 * lands after, and hides, the first verdict's. */
+	notify_ready(a->app.health_check ? "started; health not determined yet"
+					 : "healthy: health_check is off");
 	if (refresh_start(&a->cfg, &a->app, cache, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
-	log_start(a, desc);
-	notify_ready(a->app.health_check ? "started; health not determined yet"
-					 : "healthy: health_check is off");
 
 	int sig = 0;
 	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
