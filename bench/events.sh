@@ -185,6 +185,10 @@ while [ $(($(dh_now_ms) - t0)) -lt $((WINDOW * 1000)) ]; do
 	sleep 0.02
 done
 r1=$(count 'refresh (') e1=$(count 'Docker event: ') t1=$(dh_now_ms)
+# How long the refreshes of the window took: under a storm they, not the
+# spacing, may be what bounds the rate.
+durations=$(grep -o 'refresh ([a-z]*) took [0-9]* ms' "$LOG" | tail -n +$((r0 + 1)) |
+	head -n $((r1 - r0)) | awk '{ print $4 }' | sort -n)
 healthd_stop storm
 secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1000 }')
 bound=$(awk -v s="$SPACING" 'BEGIN { printf "%.2f", 1 / s }')
@@ -194,6 +198,8 @@ echo "storm_events_per_s: $(awk -v n=$((e1 - e0)) -v s="$secs" 'BEGIN { printf "
 echo "storm_refreshes_per_s: $(awk -v n=$((r1 - r0)) -v s="$secs" 'BEGIN { printf "%.2f", n / s }')"
 echo "storm_refreshes_max_in_1s: $peak"
 echo "storm_bound_per_s: $bound"
+echo "storm_refresh_ms_p50: $(echo "$durations" | awk '{ v[NR] = $1 } END { print v[int(NR * 0.5 + 0.999)] }')"
+echo "storm_refresh_ms_max: $(echo "$durations" | tail -n 1)"
 
 healthd_sanitizer_clean >/dev/null || echo "warning: sanitizer report in an agent log"
 dockerd_stop >/dev/null
