@@ -44,6 +44,7 @@ once() {
 	OUT=$(timeout 10 "$BIN" --once --compose-file "$T/app-compose.json" \
 		--runtime-file "$T/no-runtime.json" 2>"$T/stderr")
 	RC=$?
+	AFTER=$(date +%s)
 	parse "$OUT"
 }
 
@@ -62,6 +63,12 @@ try:
     print("\n".join(e["name"] + "=" + e["status"] for e in d["unhealthy"]))
 except Exception:
     pass')
+	ERROR=$(printf '%s' "$1" | python3 -c '
+import json, sys
+try:
+    print(json.load(sys.stdin)["error"])
+except Exception:
+    pass')
 }
 
 now() { date +%s; }
@@ -75,6 +82,15 @@ expect() {
 	else
 		like "$STATUS" "^<health_file>=$4\$" "$1: the reason"
 	fi
+}
+
+# expect_refused DESC ERROR-REGEX: anything but a regular file is refused
+# outright: the refresh fails (error set, no entries), it is not judged.
+expect_refused() {
+	is "$RC" 1 "$1: exit status 1"
+	is "$HEALTHY" false "$1: healthy is false"
+	is "$STATUS" "" "$1: no entries (refused, not judged)"
+	like "$ERROR" "^$2\$" "$1: the error names it"
 }
 
 S=$T/st/health
@@ -98,10 +114,12 @@ expect "stale 61 s" 1 false "written 6[1-9] s ago; older than 60 s counts as unh
 # Exactly 60 s is fresh. The agent reads its own clock, so the case counts
 # only when no second boundary passed during the run; try a few times.
 exact=
-for _ in 1 2 3 4 5; do
+for _ in 1 2 3 4 5 6 7 8 9 10; do
 	before=$(now)
 	printf 'healthy\n%s\n' "$((before - 60))" >"$S"; once
-	[ "$(now)" = "$before" ] || continue
+	# Only a run that began and ended within the same second judged an
+	# age of exactly 60 s.
+	[ "$AFTER" = "$before" ] || continue
 	exact=$HEALTHY
 	break
 done
@@ -153,13 +171,13 @@ expect "symlinked parent directory followed" 0 true
 
 ln -s "$T/real" "$T/st/dirlink"
 compose "$T/st/dirlink"; once
-expect "symlink to a directory refused" 1 false "status file .*/st/dirlink is a directory; it must be a regular file"
+expect_refused "symlink to a directory refused" "status file .*/st/dirlink is a directory; it must be a regular file"
 
 compose "$T/real"; once
-expect "a directory refused" 1 false "status file .*/real is a directory; it must be a regular file"
+expect_refused "a directory refused" "status file .*/real is a directory; it must be a regular file"
 
 compose /dev/null; once
-expect "a device refused" 1 false "status file /dev/null is a character device; it must be a regular file"
+expect_refused "a device refused" "status file /dev/null is a character device; it must be a regular file"
 
 { printf 'healthy\n%s\n' "$(now)"; head -c 4096 /dev/zero | tr '\0' '\n'; } >"$T/st/big"
 compose "$T/st/big"; once
@@ -185,7 +203,7 @@ ok "$([[ "$STATUS" != *"$long"* && ${#STATUS} -lt 340 ]]; echo $?)" \
 mkfifo "$T/st/fifo"
 compose "$T/st/fifo"
 start=$(date +%s%N); once; took=$(( ($(date +%s%N) - start) / 1000000 ))
-expect "FIFO refused" 1 false "status file .*/st/fifo is a FIFO; it must be a regular file"
+expect_refused "FIFO refused" "status file .*/st/fifo is a FIFO; it must be a regular file"
 ok "$([ "$took" -lt 3000 ]; echo $?)" "a FIFO does not stall --once (${took} ms)"
 
 # --- the long-running server --------------------------------------------------
