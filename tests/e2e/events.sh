@@ -24,7 +24,7 @@ services:
     healthcheck:
       test: ["CMD", "test", "-e", "/ok"]
       interval: 1s
-      timeout: 1s
+      timeout: 10s
       retries: 1
 EOF
 ev_compose() { # ev_compose PROJECT ARGS...
