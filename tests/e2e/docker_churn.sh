@@ -65,7 +65,10 @@ late_inspects() {
 }
 
 healthd_runtime "$DH_T/rt-hchurn.json" hchurn
-healthd_start churn "$DH_T/rt-hchurn.json" --interval 0.2 --refresh-timeout 2
+# A generous refresh deadline: behind a removal, dockerd holds an inspect on
+# the container's lock for seconds on a loaded host, and the rule under test
+# is the 404, not the deadline.
+healthd_start churn "$DH_T/rt-hchurn.json" --interval 0.2 --refresh-timeout 10
 ok $? "agent: long-running agent listening"
 wait_for 15 healthd_query_is churn "$HEALTHD_OK"
 is "$(healthd_query churn)" "$HEALTHD_OK" "agent: hchurn is healthy before the churn"

@@ -11,31 +11,36 @@ cd "$(dirname "$0")/../.." || exit 1
 dockerd_start
 diag "dockerd $("$DH_DOCKER" version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')"
 
-# project file: every scenario's project, started concurrently.
+# project:file: every scenario's project, started concurrently. hbrk's up
+# fails by design (a service whose program does not exist).
 PROJECTS="hall:pair.yml hstart:starting.yml hunh:unhealthy.yml hstop:pair.yml
 hpause:pair.yml hnone:no_healthcheck.yml hdis:disabled.yml
 himg:image_only.yml hanchor:anchor.yml hleft:pair.yml hleftx:pair.yml
-hrun:oneoff.yml"
+hrun:oneoff.yml hloop:crashloop.yml hbrk:broken_start.yml"
 
 up_all() {
-	local pf pids="" p rc=0
+	local pf pids="" p rc=0 want
 	for pf in $PROJECTS; do
 		dh_compose "${pf%%:*}" "${pf#*:}" up -d >"$DH_T/up-${pf%%:*}.log" 2>&1 &
 		dh_track $!
 		pids="$pids $!:${pf%%:*}"
 	done
 	for p in $pids; do
-		if ! wait "${p%%:*}"; then
-			diag "docker-compose up ${p#*:} failed:"
-			sed 's/^/#   /' "$DH_T/up-${p#*:}.log"
-			rc=1
-		fi
+		wait "${p%%:*}"
+		case "$?:${p#*:}" in
+		0:hbrk) want="failed" ;;
+		[1-9]*:hbrk | 0:*) continue ;;
+		*) want="succeeded" ;;
+		esac
+		diag "docker-compose up ${p#*:} should have $want:"
+		sed 's/^/#   /' "$DH_T/up-${p#*:}.log"
+		rc=1
 	done
 	return $rc
 }
 
 up_all
-ok $? "docker-compose up -d of every scenario's project"
+ok $? "docker-compose up -d of every scenario's project (hbrk's fails)"
 
 # --- bring the projects into the states the scenarios need ----------------
 
@@ -98,6 +103,20 @@ dh_expect_state 20 hrun_web_1 "running healthy"
 [ -n "$ONEOFF" ] && dh_expect_state 20 "$ONEOFF" "running unhealthy"
 is "$("$DH_DOCKER" ps -aq --filter label=com.docker.compose.project=hempty)" "" \
 	"runtime: project hempty has no container"
+dh_expect_state 20 hbrk_web_1 "running healthy"
+dh_expect_state 20 hbrk_broken_1 "created -"
+is "$("$DH_DOCKER" inspect -f '{{.Config.Healthcheck.Test}}' hbrk_broken_1)" \
+	'[CMD true]' "runtime: hbrk_broken_1 declares a healthcheck that never ran"
+dh_expect_state 20 hloop_web_1 "running healthy"
+
+# A crash loop that has backed off to a restart delay of >= 3.2 s, so that
+# the state still holds while the agent looks.
+loop_backed_off() {
+	dh_state_is hloop_loop_1 "restarting unhealthy" &&
+		[ "$("$DH_DOCKER" inspect -f '{{.RestartCount}}' hloop_loop_1)" -ge 5 ]
+}
+wait_for 40 loop_backed_off
+ok $? "runtime: hloop_loop_1 is restarting (RestartCount $("$DH_DOCKER" inspect -f '{{.RestartCount}}' hloop_loop_1)), health unhealthy"
 
 # --- the agent's verdicts ----------------------------------------------------
 
@@ -139,6 +158,39 @@ expect_once hleftx 1 "$(healthd_expect false \
 	"the leftover project itself is judged unhealthy"
 expect_once hrun 0 "$HEALTHD_OK" "a failing compose-run one-off is skipped"
 
+# expect_one_entry PROJECT NAME ERE DESCRIPTION: exactly one entry, for NAME.
+expect_one_entry() { # [reuse]: judge the HD_OUT of the last run
+	if [ -z "${5:-}" ]; then
+		healthd_runtime "$DH_T/rt-$1.json" "$1"
+		healthd_once "$DH_T/rt-$1.json"
+	fi
+	is "$(printf '%s' "$HD_OUT" | jq -c '[.healthy, (.unhealthy | map(.name)), .error]' 2>&1)" \
+		"[false,[\"$2\"],\"\"]" "agent: $4: one entry, $2"
+	like "$(printf '%s' "$HD_OUT" | jq -r '.unhealthy[0].status' 2>&1)" "$3" \
+		"agent: $4: its status"
+	is "$HD_RC" 1 "agent: $1 exits 1"
+}
+
+expect_one_entry hbrk hbrk_broken_1 '^created' \
+	"a container that declares a healthcheck but never started"
+# The agent must look while the container is restarting: the same restart
+# count and state before and after, or look again.
+restarts() { "$DH_DOCKER" inspect -f '{{.RestartCount}}' hloop_loop_1; }
+held=1
+for attempt in 1 2 3 4 5; do
+	wait_for 40 loop_backed_off || break
+	n=$(restarts)
+	healthd_runtime "$DH_T/rt-hloop.json" hloop
+	healthd_once "$DH_T/rt-hloop.json"
+	if loop_backed_off && [ "$(restarts)" = "$n" ]; then
+		held=0
+		break
+	fi
+done
+ok $held "runtime: hloop_loop_1 stayed restarting while the agent looked"
+expect_one_entry hloop hloop_loop_1 '^restarting \(last health check: unhealthy\)$' \
+	"a crash-looping container" reuse
+
 NO_HC='[Hh]ealth ?[Cc]heck'
 for p in hnone hdis; do
 	healthd_runtime "$DH_T/rt-$p.json" "$p"
@@ -157,7 +209,7 @@ expect_compose_entry "no runtime file" "$NONE_YET"
 
 # --- a long-running agent: the runtime file appears, then changes ------------
 
-healthd_start late "$DH_T/rt-late.json" --interval 0.5 --refresh-timeout 2
+healthd_start late "$DH_T/rt-late.json" --interval 0.5 --refresh-timeout 10
 ok $? "agent: long-running agent listening"
 wait_for 10 healthd_query_like late "\"<compose>\".*$NONE_YET"
 like "$(healthd_query late)" "^\\{\"healthy\":false,\"unhealthy\":\\[\\{\"name\":\"<compose>\",\"status\":\"[^\"]*$NONE_YET[^\"]*\"\\}\\],\"error\":\"\"\\}$" \

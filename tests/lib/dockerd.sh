@@ -127,7 +127,7 @@ dh_make_images() {
 	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' - \
 		healthd-test:1 >/dev/null || return 1
 	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' \
-		--change 'HEALTHCHECK --interval=1s --timeout=10s --retries=3 CMD true' \
+		--change 'HEALTHCHECK --interval=1s --timeout=30s --retries=100 CMD true' \
 		- healthd-test-hc:1 >/dev/null || return 1
 }
 
