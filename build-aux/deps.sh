@@ -6,12 +6,14 @@ set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
+pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io busybox-static"
 
 want=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
 	test) want="$want $pkgs_test" ;;
+	bench) want="$want $pkgs_bench" ;;
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
