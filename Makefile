@@ -162,4 +162,22 @@ deb:
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb
 
+# Benchmarks (bench/README.md): as root on Debian it installs wrk, nginx and
+# valgrind first; prints one table, also left in $(BUILD)/bench/results.txt.
+# Figures, not a test: no number makes it fail.
+BENCH_TOOLS := $(BUILD)/bench/refresh_bench $(BUILD)/bench/openloop
+.PHONY: bench
+bench:
+	@build-aux/deps.sh build bench
+	@$(MAKE) --no-print-directory all $(BENCH_TOOLS)
+	@bench/run.sh $(BUILD)
+
+$(BUILD)/bench/refresh_bench: bench/refresh_bench.c $(BUILD)/libhealthd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhealthd.a $(LDLIBS)
+
+$(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -10,11 +10,14 @@ pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python
 # dpkg-buildpackage, dh, debootstrap, and systemd-socket-activate.
 pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd"
 
+pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io busybox-static"
+
 want=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
 	test) want="$want $pkgs_test" ;;
+	bench) want="$want $pkgs_bench" ;;
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
