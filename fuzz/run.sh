@@ -17,7 +17,7 @@ opts=(-rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1)
 mkdir -p "$build/crashes" "$build/corpus"
 
 one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
-	local t=$1 bin=$build/fuzz_$1 seeds=fuzz/corpus/$1 log=$build/fuzz_$1.log work rc=0
+	local t=$1 bin=$build/fuzz_$1 seeds=fuzz/corpus/$1 log=$build/${mode}_$1.log work rc=0
 	: >"$log"
 	if [ "$mode" = smoke ]; then
 		"$bin" "${opts[@]}" -runs=0 "$seeds" >>"$log" 2>&1 || rc=$?
@@ -31,7 +31,7 @@ one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
 			"$work" "$seeds" >>"$log" 2>&1 || rc=$?
 	fi
 	[ "$mode" = smoke ] && rm -rf "$work"
-	echo $rc >"$build/fuzz_$t.rc"
+	echo $rc >"$build/${mode}_$t.rc"
 }
 
 running=0
@@ -49,7 +49,7 @@ failed=0 n=0
 [ "$mode" = run ] && printf '== fuzz: %s s per target, %s at a time\n' "$secs" "$jobs"
 for t in "$@"; do
 	n=$((n + 1))
-	log=$build/fuzz_$t.log rc=$(cat "$build/fuzz_$t.rc")
+	log=$build/${mode}_$t.log rc=$(cat "$build/${mode}_$t.rc")
 	runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n1)
 	took=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n1)
 	crashes=$(grep -c 'Test unit written to' "$log")
