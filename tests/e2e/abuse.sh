@@ -5,7 +5,8 @@
 # (tests/fakes/abuse_client.py). Attackers connect from other loopback
 # addresses (127.0.0.2...), as one address or several, so that the
 # listener's per-address limit (32) and global limit (256, rpc/server.h) are
-# both in play. Throughout each attack a gateway-style poll (fresh
+# both in play: 16 addresses holding 32 slow connections each (512) must not
+# starve the gateway either. Throughout each attack a gateway-style poll (fresh
 # connection, POST /prpc/v1/Health?json, body {}, 2 s timeout, from
 # 127.0.0.1) must succeed every time, and the agent's peak RSS must stay
 # under RSS_MAX_KB. Every attack is bounded in time.
@@ -84,6 +85,7 @@ attack() { # attack LABEL ATTACK SOURCES CONNS
 
 attack slowloris-1-addr     slowloris "$(ips 1)" 300
 attack slowloris-7-addrs    slowloris "$(ips 7)" 210
+attack slowloris-16-addrs   slowloris "$(ips 16)" 512
 attack idle-2000-1-addr     idle      "$(ips 1)" 2000
 attack idle-2000-7-addrs    idle      "$(ips 7)" 2000
 attack oversized-headers    bigheaders "$(ips 2)" 1
