@@ -101,6 +101,67 @@ run: all
 clean:
 	rm -rf build build-asan
 
+# Installation, as a distribution lays it out: `make install PREFIX=/usr
+# DESTDIR=/stage`. The daemon goes to sbin; the units name whatever SBINDIR
+# is. The example config is documentation, not /etc/dstack/healthd.json: the
+# defaults already fit a dstack guest, and a file there would override
+# $DOCKER_HOST for no gain.
+PREFIX ?= /usr
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/dstack-healthd
+ifndef SYSTEMDUNITDIR
+SYSTEMDUNITDIR := $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null)
+ifeq ($(SYSTEMDUNITDIR),)
+SYSTEMDUNITDIR := /lib/systemd/system
+endif
+endif
+INSTALL ?= install
+UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket
+
+.PHONY: install uninstall deb
+install: $(BUILD)/dstack-healthd
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDUNITDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 0755 $(BUILD)/dstack-healthd $(DESTDIR)$(SBINDIR)/dstack-healthd
+	for u in $(UNITS); do \
+		sed 's|/usr/sbin/dstack-healthd|$(SBINDIR)/dstack-healthd|' $$u \
+			>$(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp && \
+		mv $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} \
+			|| exit 1; \
+	done
+	$(INSTALL) -m 0644 doc/dstack-healthd.8 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
+	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/dstack-healthd \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
+		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
+		$(DESTDIR)$(DOCDIR)/examples/healthd.json
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# The Debian package, built from a copy of the tracked and new files in a
+# temporary folder (dpkg-buildpackage writes into the parent of the source
+# tree); only the .deb comes back, under $(BUILD)/. Our own make variables
+# (BUILD=...) must not leak into the package's make.
+deb:
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
+	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = "$(VERSION)" ] || \
+		{ echo "make deb: debian/changelog is at $$v, the Makefile at $(VERSION)" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
+	git ls-files -z -c -o --exclude-standard | \
+		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
+	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
+		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
+		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
+		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
+	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
+	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # libFuzzer targets (fuzz/fuzz_*.c, see fuzz/README): the library is compiled

@@ -43,6 +43,9 @@ static const struct opt_def opts[] = {
 	    "time between refreshes of the verdict; fractions allowed (default 5)"),
 	OPT("refresh-timeout", OPT_SECONDS, refresh_timeout_ms, "SECONDS",
 	    "a refresh still running after this fails (default 10)"),
+	OPT("min-refresh-spacing", OPT_SECONDS, min_refresh_spacing_ms, "SECONDS",
+	    "Docker events start a refresh at once, but refreshes start at\n"
+	    "least this far apart (default 0.25)"),
 	OPT("docker-host", OPT_STRING, docker_host, "URL",
 	    "Docker Engine: unix://PATH or tcp://HOST:PORT\n"
 	    "(default $DOCKER_HOST, else unix:///var/run/docker.sock)"),
@@ -274,6 +277,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	memset(c, 0, sizeof(*c));
 	c->interval_ms = 5000;
 	c->refresh_timeout_ms = 10000;
+	c->min_refresh_spacing_ms = 250;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;

@@ -19,6 +19,7 @@ struct config {
 	char *runtime_file;
 	int64_t interval_ms;
 	int64_t refresh_timeout_ms;
+	int64_t min_refresh_spacing_ms; /* between refreshes started by events */
 	char *docker_host;
 	bool docker_tls_verify;
 	char *docker_cert_path;
