@@ -3,6 +3,7 @@
 
   gateway_poll.py (--unix PATH | --tcp HOST:PORT) [--duration S] [--gap MS]
                   [--timeout S] [--until-unhealthy] [--out FILE]
+                  [--control-unix PATH]
 
 Each poll is a fresh connection, `POST /prpc/v1/Health?json` with body `{}`
 and no Content-Type, read to the end of the connection within --timeout (the
@@ -12,6 +13,9 @@ and a summary to stdout:
   polls=N ok=N p50=MS p99=MS max=MS first_unhealthy_ms=MS|-
 A poll counts as ok when it got HTTP 200 and a JSON body with a boolean
 "healthy". --until-unhealthy stops at the first answer with healthy false.
+With --control-unix, every poll is followed by one of a second agent that
+is under no fault, and the summary adds its p99 (control_p99=MS): the
+scheduler noise of a loaded machine, measured at the same moments.
 """
 import argparse
 import json
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=2)
     ap.add_argument("--until-unhealthy", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--control-unix")
     a = ap.parse_args()
     if a.unix:
         addr = a.unix
@@ -72,7 +77,7 @@ def main():
         host, _, port = a.tcp.rpartition(":")
         addr = (host, int(port))
     out = open(a.out, "w") if a.out else None
-    lat, ok, first_bad = [], 0, None
+    lat, ok, first_bad, ctl = [], 0, None, []
     t0 = time.monotonic()
     while time.monotonic() - t0 < a.duration:
         start = time.monotonic()
@@ -90,14 +95,20 @@ def main():
             out.write("%d %.2f %d %s\n" % (t_ms, ms, status, body.replace("\n", " ")))
         if unhealthy and a.until_unhealthy:
             break
+        if a.control_unix:
+            c0 = time.monotonic()
+            poll(a.control_unix, a.timeout)
+            ctl.append((time.monotonic() - c0) * 1000)
         rest = a.gap / 1000 - (time.monotonic() - start)
         if rest > 0:
             time.sleep(rest)
     lat.sort()
-    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0
-    print("polls=%d ok=%d p50=%.1f p99=%.1f max=%.1f first_unhealthy_ms=%s" % (
-        len(lat), ok, pick(0.5), pick(0.99), lat[-1] if lat else 0,
-        "%d" % first_bad if first_bad is not None else "-"))
+    ctl.sort()
+    pick = lambda v, q: v[min(len(v) - 1, int(q * len(v)))] if v else 0
+    print("polls=%d ok=%d p50=%.1f p99=%.1f max=%.1f first_unhealthy_ms=%s%s" % (
+        len(lat), ok, pick(lat, 0.5), pick(lat, 0.99), lat[-1] if lat else 0,
+        "%d" % first_bad if first_bad is not None else "-",
+        " control_p99=%.1f" % pick(ctl, 0.99) if ctl else ""))
     sys.stdout.flush()
 
 
