@@ -181,3 +181,44 @@ $(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets (fuzz/fuzz_*.c, see fuzz/README): the library is compiled
+# again by clang with coverage, ASan and UBSan into $(FUZZ_BUILD), by the rules
+# above. `make fuzz` runs each target FUZZ_SECONDS on its corpus (new inputs
+# go to $(FUZZ_BUILD)/corpus, the repo's seeds stay as they are); `make
+# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# clang, unlike gcc, flags vprintf-style wrappers whose format is a va_list.
+FUZZ_WARN := $(WARN) -Wno-format-nonliteral
+# The slowest targets (inspect, docker_list: JSON documents of several KiB)
+# run a few thousand inputs a second, so that each passes a million inputs.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_JOBS ?= $(shell nproc)
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-smoke FORCE
+ifneq ($(BUILD),$(FUZZ_BUILD))
+$(FUZZ_BUILD)/libhealthd.a: FORCE
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) WARN="$(FUZZ_WARN)" \
+		OPT="-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
+endif
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
+		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
+		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
+
+fuzz-build:
+	@build-aux/deps.sh build fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@fuzz/run.sh run $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	@fuzz/run.sh smoke $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+FORCE:
