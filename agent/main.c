@@ -202,6 +202,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		return EXIT_FAILURE;
 	struct snapshot *s = snapshot_new(&v, clock_mono_ms());
 	verdict_free(&v);
+	if (s)
+		s->max_age_ms = refresh_max_age_ms(&a->cfg);
 	struct cache *cache = s ? cache_new(s) : NULL;
 	if (!cache) {
 		log_msg(LOG_ERR, "out of memory");
@@ -212,9 +214,6 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
-		/* Older than three missed refreshes plus one that ran to its
-		 * limit: the loop is not keeping the verdict current. */
-		.max_age_ms = 3 * a->cfg.interval_ms + a->cfg.refresh_timeout_ms,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {

@@ -158,6 +158,7 @@ static void refresh_one(struct refresher *rf, const char *why)
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
 		return;
 	}
+	s->max_age_ms = refresh_max_age_ms(rf->cfg);
 	cache_publish(rf->cache, s);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", why, (long long)(clock_mono_ms() - start));
 }

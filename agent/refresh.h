@@ -19,6 +19,13 @@
  * next failure is reported (DESIGN.md §4). */
 #define REFRESH_KEPT_FAILURES 2
 
+/* How old a published verdict may get before readers stop passing it off as
+ * current: three missed refreshes plus one that ran to its limit. */
+static inline int64_t refresh_max_age_ms(const struct config *cfg)
+{
+	return 3 * cfg->interval_ms + cfg->refresh_timeout_ms;
+}
+
 struct refresh_state {
 	unsigned failures;       /* consecutive failed refreshes */
 	struct verdict current;  /* the verdict last published */

@@ -43,7 +43,6 @@ struct fixed {
 struct rpc_server {
 	struct MHD_Daemon *d;
 	struct cache *cache;
-	int64_t max_age_ms;
 	struct fixed fx;
 	struct req *free_list, *all;
 };
@@ -143,7 +142,7 @@ static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection
 	struct snapshot *snap = cache_acquire(s->cache);
 	int64_t age = clock_mono_ms() - snap->mono_ms;
 	enum MHD_Result r;
-	if (s->max_age_ms > 0 && age > s->max_age_ms)
+	if (snap->max_age_ms > 0 && age > snap->max_age_ms)
 		r = queue_owned(c, MHD_HTTP_OK, stale_response(json, age));
 	else
 		r = MHD_queue_response(c, MHD_HTTP_OK,
@@ -325,7 +324,6 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		return errbuf_set(err, ENOMEM, "pRPC server: out of memory");
 	}
 	s->cache = o->cache;
-	s->max_age_ms = o->max_age_ms;
 	/* One internal thread on epoll: requests only queue ready responses,
 	 * so a thread per connection would buy nothing but memory. */
 	s->d = MHD_start_daemon(

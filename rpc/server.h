@@ -28,10 +28,6 @@ struct rpc_server_opts {
 	int listen_fd;        /* bound and listening; the server takes it, even
 			       * when starting fails */
 	struct cache *cache;
-	/* A snapshot older than this (ms) is not passed off as current: the
-	 * answer is healthy:false with an error saying how old it is. 0 or
-	 * less: no limit. */
-	int64_t max_age_ms;
 };
 
 struct rpc_server;

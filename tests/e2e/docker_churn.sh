@@ -80,7 +80,7 @@ done
 churn_done() {
 	local p
 	for p in $CHURN_PIDS; do
-		jobs -p | grep -qx -- "$p" && return 1
+		dh_child "$p" && return 1
 	done
 	return 0
 }

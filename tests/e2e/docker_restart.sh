@@ -36,7 +36,8 @@ first=$(tail -n 1 "$DH_T/samples")
 first_ms=${first%% *}
 first_body=${first#* }
 before=$(head -n -1 "$DH_T/samples" | cut -d' ' -f2- | sort -u)
-diag "$(wc -l <"$DH_T/samples") samples; first one with an error after ${first_ms} ms"
+diag "$(wc -l <"$DH_T/samples") samples; first one with an error after ${first_ms} ms:"
+diag "  $first_body"
 
 is "$before" "$HEALTHD_OK" \
 	"agent: until then, every answer is the previous verdict"

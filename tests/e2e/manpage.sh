@@ -1,6 +1,7 @@
 #!/bin/bash
 # dstack-healthd(8), --help and README.md's config table name the same
 # options, and the page formats without warnings.
+# tests/run: once
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

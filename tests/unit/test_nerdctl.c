@@ -67,7 +67,7 @@ static const struct scenario scenarios[] = {
 	{ "ps hangs: killed at 5 s", THREE, "ps.hang", "dstack", NULL, NULL, 10000, -ETIMEDOUT,
 	  "nerdctl ps: timed out after 5 s", 4950, 9000, 1 },
 	{ "inspect hangs: killed at the refresh deadline", THREE, "inspect.hang", "dstack",
-	  NULL, NULL, 1500, -ETIMEDOUT, "nerdctl inspect: timed out after ", 1450, 4000, 2 },
+	  NULL, NULL, 3000, -ETIMEDOUT, "nerdctl inspect: timed out after ", 2950, 6000, 2 },
 	{ "deadline already passed", THREE, "", "dstack", NULL, NULL, 0, -ETIMEDOUT,
 	  "nerdctl ps: the refresh deadline passed before it could run", 0, 1000, -1 },
 	{ "ps prints garbage", THREE, "ps.garbage", "dstack", NULL, NULL, 10000, -EINVAL,
