@@ -86,11 +86,11 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
-	build-aux/deps.sh build test
+	build-aux/deps.sh build test fuzz
 
 # Everything, with the sanitizer build too; ends with "N passed, N failed".
 test:
-	@build-aux/deps.sh build test
+	@build-aux/deps.sh build test fuzz
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
 	@tests/run build build-asan
