@@ -37,7 +37,7 @@ ifeq ($(filter clean,$(MAKECMDGOALS)),)
 endif
 
 CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen \
-	-DHEALTHD_VERSION='"$(VERSION)"' -DHEALTHD_REV='"$(REV)"'
+	-DHEALTHD_VERSION='"$(VERSION)"'
 CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
 LDLIBS += $(PKG_LIBS)
@@ -66,7 +66,15 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.c | $(GEN_H)
+# The revision lives in a generated header that is rewritten only when it
+# changes, so that every object that shows it is rebuilt then, and no other
+# build is disturbed.
+$(BUILD)/gen/rev.h: FORCE
+	@mkdir -p $(BUILD)/gen
+	@printf '#define HEALTHD_REV "%s"\n' '$(REV)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.o: %.c | $(GEN_H) $(BUILD)/gen/rev.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
