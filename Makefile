@@ -37,7 +37,7 @@ ifeq ($(filter clean,$(MAKECMDGOALS)),)
 endif
 
 CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen \
-	-DHEALTHD_VERSION='"$(VERSION)"' -DHEALTHD_REV='"$(REV)"'
+	-DHEALTHD_VERSION='"$(VERSION)"'
 CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
 LDLIBS += $(PKG_LIBS)
@@ -66,7 +66,15 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.c | $(GEN_H)
+# The revision lives in a generated header that is rewritten only when it
+# changes, so that every object that shows it is rebuilt then, and no other
+# build is disturbed.
+$(BUILD)/gen/rev.h: FORCE
+	@mkdir -p $(BUILD)/gen
+	@printf '#define HEALTHD_REV "%s"\n' '$(REV)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.o: %.c | $(GEN_H) $(BUILD)/gen/rev.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -86,11 +94,11 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
-	build-aux/deps.sh build test
+	build-aux/deps.sh build test fuzz
 
 # Everything, with the sanitizer build too; ends with "N passed, N failed".
 test:
-	@build-aux/deps.sh build test
+	@build-aux/deps.sh build test fuzz
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
 	@tests/run build build-asan
@@ -162,4 +170,63 @@ deb:
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb
 
+# Benchmarks (bench/README.md): as root on Debian it installs wrk, nginx and
+# valgrind first; prints one table, also left in $(BUILD)/bench/results.txt.
+# Figures, not a test: no number makes it fail.
+BENCH_TOOLS := $(BUILD)/bench/refresh_bench $(BUILD)/bench/openloop
+.PHONY: bench
+bench:
+	@build-aux/deps.sh build bench
+	@$(MAKE) --no-print-directory all $(BENCH_TOOLS)
+	@bench/run.sh $(BUILD)
+
+$(BUILD)/bench/refresh_bench: bench/refresh_bench.c $(BUILD)/libhealthd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhealthd.a $(LDLIBS)
+
+$(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets (fuzz/fuzz_*.c, see fuzz/README): the library is compiled
+# again by clang with coverage, ASan and UBSan into $(FUZZ_BUILD), by the rules
+# above. `make fuzz` runs each target FUZZ_SECONDS on its corpus (new inputs
+# go to $(FUZZ_BUILD)/corpus, the repo's seeds stay as they are); `make
+# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# clang, unlike gcc, flags vprintf-style wrappers whose format is a va_list.
+FUZZ_WARN := $(WARN) -Wno-format-nonliteral
+# The slowest targets (inspect, docker_list: JSON documents of several KiB)
+# run a few thousand inputs a second, so that each passes a million inputs.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_JOBS ?= $(shell nproc)
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-smoke FORCE
+ifneq ($(BUILD),$(FUZZ_BUILD))
+$(FUZZ_BUILD)/libhealthd.a: FORCE
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) WARN="$(FUZZ_WARN)" \
+		OPT="-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
+endif
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
+		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
+		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
+
+fuzz-build:
+	@build-aux/deps.sh build fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@fuzz/run.sh run $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	@fuzz/run.sh smoke $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+FORCE:

@@ -212,14 +212,11 @@ static int set_from_json(struct config *c, const struct opt_def *o, const struct
 	return set_from_text(c, o, s, where, err);
 }
 
-static int apply_file(struct config *c, const char *path, struct errbuf *err)
+int config_parse_json(struct config *c, const char *path, const char *buf, size_t len,
+		      struct errbuf *err)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0;
-	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
-	if (r < 0)
-		return r;
 	struct json j;
+	int r;
 	if ((r = json_parse(&j, buf, len, 1024, err)) < 0) {
 		errbuf_prefix(err, "%s", path);
 		return r;
@@ -253,6 +250,16 @@ static int apply_file(struct config *c, const char *path, struct errbuf *err)
 	}
 	json_free(&j);
 	return 0;
+}
+
+static int apply_file(struct config *c, const char *path, struct errbuf *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
+	if (r < 0)
+		return r;
+	return config_parse_json(c, path, buf, len, err);
 }
 
 static int set_defaults(struct config *c, struct errbuf *err)

@@ -52,6 +52,10 @@ int json_parse(struct json *j, const char *s, size_t len, int max_tokens,
 	j->s = s;
 	j->len = len;
 	int cap = 64;
+	/* Out of tokens, jsmn stops where it was: with more room it goes on
+	 * from there, so a large document is read once, not once per size. */
+	jsmn_parser p;
+	jsmn_init(&p);
 	for (;;) {
 		if (cap > max_tokens)
 			cap = max_tokens;
@@ -61,8 +65,6 @@ int json_parse(struct json *j, const char *s, size_t len, int max_tokens,
 			return errbuf_set(err, ENOMEM, "out of memory");
 		}
 		j->tok = t;
-		jsmn_parser p;
-		jsmn_init(&p);
 		int r = jsmn_parse(&p, s, len, j->tok, (unsigned)cap);
 		if (r >= 0) {
 			if (r == 0) {

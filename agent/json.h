@@ -6,6 +6,11 @@
 
 #define JSMN_HEADER
 #define JSMN_STRICT
+/* Without parent links jsmn finds the enclosing token after every closing
+ * bracket by scanning back over every token before it: quadratic in a
+ * Docker list of many containers. Must match agent/jsmn.c (it changes
+ * jsmntok_t). */
+#define JSMN_PARENT_LINKS
 #include <jsmn.h>
 
 #include <stdbool.h>

@@ -114,7 +114,7 @@ void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
 		s->timer = end + interval_ms;
 }
 
-static void refresh_one(struct refresher *rf, const char *why)
+static void refresh_one(struct refresher *rf, bool by_event)
 {
 	struct verdict v, out;
 	struct errbuf err = { "" };
@@ -127,6 +127,14 @@ static void refresh_one(struct refresher *rf, const char *why)
 		return;
 	}
 	int64_t end = clock_mono_ms();
+	/* The consecutive-failure rule counts the timer's refreshes: events
+	 * (a container dying as dockerd shuts down, say) must not use up the
+	 * failures it tolerates in a fraction of one interval. */
+	if (r < 0 && by_event) {
+		log_msg(LOG_DEBUG, "refresh (event) failed, left to the timer: %s", err.msg);
+		verdict_free(&v);
+		return;
+	}
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
 		 * that is already gone. */
@@ -160,7 +168,8 @@ static void refresh_one(struct refresher *rf, const char *why)
 	}
 	s->max_age_ms = refresh_max_age_ms(rf->cfg);
 	cache_publish(rf->cache, s);
-	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", why, (long long)(clock_mono_ms() - start));
+	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
+		(long long)(clock_mono_ms() - start));
 }
 
 /* Sleeps until when, a stop, or a kick; returns true when kicked. */
@@ -193,10 +202,10 @@ static void *loop(void *arg)
 	while (!stopping(rf)) {
 		int64_t now = clock_mono_ms();
 		if (now >= refresh_sched_due(&sc, spacing)) {
-			const char *why = sc.kicked && now < sc.timer ? "event" : "timer";
+			bool by_event = sc.kicked && now < sc.timer;
 			/* Kicks that come while it runs ask for one more. */
 			sc.kicked = false;
-			refresh_one(rf, why);
+			refresh_one(rf, by_event);
 			int64_t end = clock_mono_ms();
 			refresh_sched_ran(&sc, now, end, rf->cfg->interval_ms);
 			now = end;

@@ -173,7 +173,8 @@ healthd_start storm "$DH_T/rt-bflap.json" --interval 60 --log-level debug \
 LOG=$DH_T/hd-storm.log
 count() { grep -c "$1" "$LOG"; }
 # Let every container reach its flapping rhythm first.
-wait_for 30 test "$(count 'Docker event: ')" -ge $((FLAPPERS * 3))
+events_at_least() { [ "$(count 'Docker event: ')" -ge "$1" ]; }
+wait_for 30 events_at_least $((FLAPPERS * 3))
 r0=$(count 'refresh (') e0=$(count 'Docker event: ') t0=$(dh_now_ms)
 peak=0 prev=$r0 next=$((t0 + 1000))
 while [ $(($(dh_now_ms) - t0)) -lt $((WINDOW * 1000)) ]; do

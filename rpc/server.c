@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -296,6 +297,29 @@ static int fixed_build(struct fixed *fx)
 	return 0;
 }
 
+/* Connections MHD may hold: RPC_MAX_CONNECTIONS if the soft fd limit can be
+ * raised to fit them (systemd leaves it at 1024 and expects a program that
+ * needs more, and polls with epoll, to raise it), else what fits. Past the
+ * fd limit accept() fails and MHD stops listening, the gateway included. */
+static unsigned connection_budget(void)
+{
+	const rlim_t spare = 64; /* the agent's own fds, nerdctl's pipes */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return RPC_MAX_CONNECTIONS;
+	rlim_t want = RPC_MAX_CONNECTIONS + spare;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		struct rlimit up = { .rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ?
+							 want : rl.rlim_max,
+				     .rlim_max = rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = up.rlim_cur;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return RPC_MAX_CONNECTIONS;
+	return rl.rlim_cur > 2 * spare ? (unsigned)(rl.rlim_cur - spare) : (unsigned)(rl.rlim_cur / 2);
+}
+
 static void server_free(struct rpc_server *s)
 {
 	fixed_free(&s->fx);
@@ -330,7 +354,7 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, 0, NULL, NULL,
 		on_request, s,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)RPC_MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_LIMIT, connection_budget(),
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)RPC_MAX_CONNECTIONS_PER_IP,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RPC_CONNECTION_MEMORY,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RPC_IDLE_TIMEOUT_S,

@@ -24,7 +24,7 @@ services:
     healthcheck:
       test: ["CMD", "test", "-e", "/ok"]
       interval: 1s
-      timeout: 1s
+      timeout: 10s
       retries: 1
 EOF
 ev_compose() { # ev_compose PROJECT ARGS...
@@ -102,7 +102,8 @@ ok $((!$?)) "dockerd is stopped"
 dockerd_launch
 ok $? "dockerd is back on the same data root"
 dh_expect_state 30 hev_web_1 "running healthy"
-wait_for 20 test "$(reconnects)" -gt "$n0"
+more_reconnects() { [ "$(reconnects)" -gt "$n0" ]; }
+wait_for 20 more_reconnects
 ok $? "agent: subscribed again after dockerd came back"
 log_has 'Docker events: following project hev again'
 ok $? "agent: says so, once"
@@ -125,6 +126,66 @@ ms=$(($(dh_now_ms) - t0))
 ok $? "agent: stopped ${ms} ms after SIGTERM with the events stream open"
 wait "$HD_PID_ev"
 is "$?" 0 "agent: exit status 0"
+
+# --- a hung stream never delays the timer; a dropping one backs off -------------
+# A scripted peer (tests/fakes/docker_fake.py) answers the refresh's queries
+# (no containers) but never answers GET /events, or closes it at once.
+# at_least N COMMAND...: COMMAND's output, a count, is at least N (for
+# wait_for, which must run the count afresh at each poll).
+at_least() {
+	local n=$1
+	shift
+	[ "$("$@")" -ge "$n" ]
+}
+FAKE_PID=
+fake() { # fake EVENTS_ACTION: (re)starts the peer on $DH_T/fake.sock
+	[ -n "$FAKE_PID" ] && dh_kill "$FAKE_PID"
+	rm -f "$DH_T/fake.sock"
+	: >"$DH_T/fake.log"
+	python3 tests/fakes/docker_fake.py --listen "unix:$DH_T/fake.sock" --log "$DH_T/fake.log" \
+		'/_ping=status:200:"OK"' '/v1\.24/containers/json.*=status:200:[]' \
+		"/v1\\.24/events.*=$1" &
+	FAKE_PID=$!
+	dh_track "$FAKE_PID"
+	wait_for 10 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+		"$DH_T/fake.sock"
+}
+NONE_YET=$(healthd_expect false "<compose>" "no container has been created yet")
+LOG=$DH_T/hd-hung.log
+fake hang
+healthd_start hung "$DH_T/rt-hev.json" --docker-host "unix://$DH_T/fake.sock" \
+	--interval 0.5 --refresh-timeout 2 --log-level debug
+wait_for 10 healthd_query_is hung "$NONE_YET"
+is "$(healthd_query hung)" "$NONE_YET" "hung stream: the refreshes answer"
+wait_for 10 grep -q "^/v1.24/events?" "$DH_T/fake.log"
+ok $? "hung stream: the agent asked for /events"
+n0=$(grep -c 'refresh (timer)' "$LOG")
+t0=$(dh_now_ms)
+wait_for 10 at_least $((n0 + 6)) grep -c 'refresh (timer)' "$LOG"
+ms=$(($(dh_now_ms) - t0))
+[ "$ms" -lt 5000 ]
+ok $? "hung stream: 6 timer refreshes in ${ms} ms at a 0.5 s interval, the stream hanging"
+wait_for 10 grep -q 'Docker events: GET /events: timed out' "$LOG"
+ok $? "hung stream: given up after the refresh timeout, and said so"
+t0=$(dh_now_ms)
+kill -TERM "$HD_PID_hung"
+wait_for 5 dh_gone "$HD_PID_hung"
+ms=$(($(dh_now_ms) - t0))
+[ "$ms" -lt 1000 ]
+ok $? "hung stream: stopped ${ms} ms after SIGTERM"
+
+LOG=$DH_T/hd-drop.log
+fake close
+healthd_start drop "$DH_T/rt-hev.json" --docker-host "unix://$DH_T/fake.sock" \
+	--interval 60 --log-level debug
+t0=$(dh_now_ms)
+wait_for 10 at_least 4 grep -c '^/v1.24/events?' "$DH_T/fake.log"
+ms=$(($(dh_now_ms) - t0))
+# 4 tries wait 100 + 200 + 400 ms between them: at least 0.7 s.
+[ "$ms" -ge 600 ] && [ "$ms" -lt 5000 ]
+ok $? "dropping stream: 4 tries took ${ms} ms (backoff, no hot loop)"
+is "$(grep -c 'warning: Docker events' "$LOG")" 1 "dropping stream: one warning, repeats at debug"
+healthd_stop drop
 
 healthd_sanitizer_clean
 ok $? "agent: no sanitizer report"
