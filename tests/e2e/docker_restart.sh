@@ -76,12 +76,16 @@ hang_and_check() {
 }
 
 # The agent's debug log tells when its events subscription is up and when
-# the last refresh was the timer's (nothing kicked, nothing in flight).
+# it is steady: the refresh the subscription kicked has run (the 3rd refresh
+# logged after it at the latest) and the last one was the timer's, so that
+# nothing is kicked or in flight when dockerd hangs.
 subscribed() { grep -q 'Docker events: following project' "$DH_T/hd-$1.log"; }
 steady() {
-	subscribed "$1" &&
-		grep -E 'refresh \((timer|event)\)' "$DH_T/hd-$1.log" | tail -n 1 |
-		grep -q 'refresh (timer) took'
+	local after
+	after=$(sed -n '/Docker events: following project/,$p' "$DH_T/hd-$1.log" |
+		grep -E 'refresh \((timer|event)\)')
+	[ "$(printf '%s\n' "$after" | grep -c .)" -ge 3 ] &&
+		printf '%s\n' "$after" | tail -n 1 | grep -q 'refresh (timer) took'
 }
 
 # --- dockerd hangs just after an agent subscribed ---------------------------
