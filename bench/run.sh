@@ -548,20 +548,20 @@ real_project() { # real_project N
 	for i in $(seq "$1"); do
 		dk run -d --name "r$1-svc$i-1" --network none \
 			--label "com.docker.compose.project=r$1" --label "com.docker.compose.service=svc$i" \
-			--health-cmd true --health-interval 10s --health-timeout 2s --health-retries 1 \
+			--health-cmd true --health-interval 10s --health-timeout 10s --health-retries 3 \
 			healthd-bench:1 sleep 3600 >/dev/null || return 1
 	done
 }
-all_healthy() { # all_healthy N
-	[ "$(dk ps -q --filter "label=com.docker.compose.project=r$1" --filter health=healthy | wc -l)" -eq "$1" ]
-}
+# Every container has a health result (the inspect bodies then carry a
+# health log, as in production); passing or not does not change the work.
+probed() { [ -z "$(dk ps -q --filter health=starting)" ]; }
 
 if [ "${BENCH_DOCKERD:-1}" = 1 ] && [ "$(id -u)" = 0 ]; then
 	say "4b. real dockerd: 1, 10, 30 containers"
 	section "4b. One refresh against a real dockerd $(dockerd --version 2>/dev/null | cut -d, -f1 | cut -d' ' -f3) (API 1.41: list, then inspect each; median of 10 agent / 5 CLI)"
 	row "measure" "agent" "docker CLI" "CLI/agent" "target" ""
 	if dockerd_up && real_project 1 && real_project 10 && real_project 30 &&
-		wait_for 60 all_healthy 30 && all_healthy 10 && all_healthy 1; then
+		wait_for 120 probed; then
 		for n in 1 10 30; do
 			printf '{"project":"r%s","namespace":"","snapshotter":""}\n' "$n" >"$T/runtime.json"
 			# shellcheck disable=SC2046
@@ -577,7 +577,7 @@ if [ "${BENCH_DOCKERD:-1}" = 1 ] && [ "$(id -u)" = 0 ]; then
 		done
 		printf '{"project":"bench","namespace":"","snapshotter":""}\n' >"$T/runtime.json"
 	else
-		row "dockerd did not start or its containers did not become healthy (see dockerd.log)" "" "" "" "" ""
+		row "dockerd did not start, or its containers were not probed in 120 s (dockerd.log)" "" "" "" "" ""
 		tail -n 20 "$T/dockerd.log" >&2
 	fi
 	stop_dockerd
