@@ -37,7 +37,7 @@ ifeq ($(filter clean,$(MAKECMDGOALS)),)
 endif
 
 CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen \
-	-DHEALTHD_VERSION='"$(VERSION)"' -DHEALTHD_REV='"$(REV)"'
+	-DHEALTHD_VERSION='"$(VERSION)"'
 CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
 LDLIBS += $(PKG_LIBS)
@@ -66,7 +66,15 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c -o $@ $<
 
-$(BUILD)/obj/%.o: %.c | $(GEN_H)
+# The revision lives in a generated header that is rewritten only when it
+# changes, so that every object that shows it is rebuilt then, and no other
+# build is disturbed.
+$(BUILD)/gen/rev.h: FORCE
+	@mkdir -p $(BUILD)/gen
+	@printf '#define HEALTHD_REV "%s"\n' '$(REV)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.o: %.c | $(GEN_H) $(BUILD)/gen/rev.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -86,11 +94,11 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 deps:
-	build-aux/deps.sh build test
+	build-aux/deps.sh build test fuzz
 
 # Everything, with the sanitizer build too; ends with "N passed, N failed".
 test:
-	@build-aux/deps.sh build test
+	@build-aux/deps.sh build test fuzz
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory asan
 	@tests/run build build-asan
@@ -100,6 +108,67 @@ run: all
 
 clean:
 	rm -rf build build-asan
+
+# Installation, as a distribution lays it out: `make install PREFIX=/usr
+# DESTDIR=/stage`. The daemon goes to sbin; the units name whatever SBINDIR
+# is. The example config is documentation, not /etc/dstack/healthd.json: the
+# defaults already fit a dstack guest, and a file there would override
+# $DOCKER_HOST for no gain.
+PREFIX ?= /usr
+SBINDIR ?= $(PREFIX)/sbin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/dstack-healthd
+ifndef SYSTEMDUNITDIR
+SYSTEMDUNITDIR := $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null)
+ifeq ($(SYSTEMDUNITDIR),)
+SYSTEMDUNITDIR := /lib/systemd/system
+endif
+endif
+INSTALL ?= install
+UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket
+
+.PHONY: install uninstall deb
+install: $(BUILD)/dstack-healthd
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDUNITDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 0755 $(BUILD)/dstack-healthd $(DESTDIR)$(SBINDIR)/dstack-healthd
+	for u in $(UNITS); do \
+		sed 's|/usr/sbin/dstack-healthd|$(SBINDIR)/dstack-healthd|' $$u \
+			>$(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp && \
+		mv $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} \
+			|| exit 1; \
+	done
+	$(INSTALL) -m 0644 doc/dstack-healthd.8 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
+	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/dstack-healthd \
+		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
+		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
+		$(DESTDIR)$(DOCDIR)/examples/healthd.json
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# The Debian package, built from a copy of the tracked and new files in a
+# temporary folder (dpkg-buildpackage writes into the parent of the source
+# tree); only the .deb comes back, under $(BUILD)/. Our own make variables
+# (BUILD=...) must not leak into the package's make.
+deb:
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
+	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = "$(VERSION)" ] || \
+		{ echo "make deb: debian/changelog is at $$v, the Makefile at $(VERSION)" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
+	git ls-files -z -c -o --exclude-standard | \
+		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
+	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
+		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
+		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
+		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
+	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
+	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb
 
 # Benchmarks (bench/README.md): as root on Debian it installs wrk, nginx and
 # valgrind first; prints one table, also left in $(BUILD)/bench/results.txt.
@@ -120,3 +189,44 @@ $(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# libFuzzer targets (fuzz/fuzz_*.c, see fuzz/README): the library is compiled
+# again by clang with coverage, ASan and UBSan into $(FUZZ_BUILD), by the rules
+# above. `make fuzz` runs each target FUZZ_SECONDS on its corpus (new inputs
+# go to $(FUZZ_BUILD)/corpus, the repo's seeds stay as they are); `make
+# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+# clang, unlike gcc, flags vprintf-style wrappers whose format is a va_list.
+FUZZ_WARN := $(WARN) -Wno-format-nonliteral
+# The slowest targets (inspect, docker_list: JSON documents of several KiB)
+# run a few thousand inputs a second, so that each passes a million inputs.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_JOBS ?= $(shell nproc)
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-smoke FORCE
+ifneq ($(BUILD),$(FUZZ_BUILD))
+$(FUZZ_BUILD)/libhealthd.a: FORCE
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) WARN="$(FUZZ_WARN)" \
+		OPT="-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
+endif
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
+		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
+		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
+
+fuzz-build:
+	@build-aux/deps.sh build fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@fuzz/run.sh run $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	@fuzz/run.sh smoke $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+FORCE:

@@ -16,6 +16,11 @@ struct rpc_encoded; /* rpc/encode.h: the verdict as ready responses */
 struct snapshot {
 	struct verdict verdict;
 	int64_t mono_ms; /* CLOCK_MONOTONIC ms at which the verdict was judged */
+	/* Older than this (ms) the verdict is not passed off as current: the
+	 * answer is healthy:false with an error saying how old it is. 0: never.
+	 * Set by the publisher, who knows the cadence it keeps (it changes
+	 * with a reload). */
+	int64_t max_age_ms;
 	struct rpc_encoded *enc;
 	unsigned refs; /* atomic */
 };

@@ -43,6 +43,9 @@ static const struct opt_def opts[] = {
 	    "time between refreshes of the verdict; fractions allowed (default 5)"),
 	OPT("refresh-timeout", OPT_SECONDS, refresh_timeout_ms, "SECONDS",
 	    "a refresh still running after this fails (default 10)"),
+	OPT("min-refresh-spacing", OPT_SECONDS, min_refresh_spacing_ms, "SECONDS",
+	    "Docker events start a refresh at once, but refreshes start at\n"
+	    "least this far apart (default 0.25)"),
 	OPT("docker-host", OPT_STRING, docker_host, "URL",
 	    "Docker Engine: unix://PATH or tcp://HOST:PORT\n"
 	    "(default $DOCKER_HOST, else unix:///var/run/docker.sock)"),
@@ -209,14 +212,11 @@ static int set_from_json(struct config *c, const struct opt_def *o, const struct
 	return set_from_text(c, o, s, where, err);
 }
 
-static int apply_file(struct config *c, const char *path, struct errbuf *err)
+int config_parse_json(struct config *c, const char *path, const char *buf, size_t len,
+		      struct errbuf *err)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0;
-	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
-	if (r < 0)
-		return r;
 	struct json j;
+	int r;
 	if ((r = json_parse(&j, buf, len, 1024, err)) < 0) {
 		errbuf_prefix(err, "%s", path);
 		return r;
@@ -252,6 +252,16 @@ static int apply_file(struct config *c, const char *path, struct errbuf *err)
 	return 0;
 }
 
+static int apply_file(struct config *c, const char *path, struct errbuf *err)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
+	if (r < 0)
+		return r;
+	return config_parse_json(c, path, buf, len, err);
+}
+
 static int set_defaults(struct config *c, struct errbuf *err)
 {
 	const char *dh = getenv("DOCKER_HOST");
@@ -267,6 +277,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	memset(c, 0, sizeof(*c));
 	c->interval_ms = 5000;
 	c->refresh_timeout_ms = 10000;
+	c->min_refresh_spacing_ms = 250;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;

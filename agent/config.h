@@ -19,6 +19,7 @@ struct config {
 	char *runtime_file;
 	int64_t interval_ms;
 	int64_t refresh_timeout_ms;
+	int64_t min_refresh_spacing_ms; /* between refreshes started by events */
 	char *docker_host;
 	bool docker_tls_verify;
 	char *docker_cert_path;
@@ -37,6 +38,10 @@ struct config {
  * field. */
 int config_load(int argc, char *const argv[], struct config *out, struct errbuf *err);
 void config_free(struct config *c);
+/* Pure part of reading the config file: applies the JSON text buf[0..len)
+ * over c (path names it in messages). For config_load and fuzzing. */
+int config_parse_json(struct config *c, const char *path, const char *buf, size_t len,
+		      struct errbuf *err);
 void config_usage(FILE *f);
 
 #endif

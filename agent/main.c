@@ -202,6 +202,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		return EXIT_FAILURE;
 	struct snapshot *s = snapshot_new(&v, clock_mono_ms());
 	verdict_free(&v);
+	if (s)
+		s->max_age_ms = refresh_max_age_ms(&a->cfg);
 	struct cache *cache = s ? cache_new(s) : NULL;
 	if (!cache) {
 		log_msg(LOG_ERR, "out of memory");
@@ -212,22 +214,21 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
-		/* Older than three missed refreshes plus one that ran to its
-		 * limit: the loop is not keeping the verdict current. */
-		.max_age_ms = 3 * a->cfg.interval_ms + a->cfg.refresh_timeout_ms,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	log_start(a, desc);
+	/* Before the refresh thread starts, so that READY's own STATUS= never
+	 * lands after, and hides, the first verdict's. */
+	notify_ready(a->app.health_check ? "started; health not determined yet"
+					 : "healthy: health_check is off");
 	if (refresh_start(&a->cfg, &a->app, cache, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
-	log_start(a, desc);
-	notify_ready(a->app.health_check ? "started; health not determined yet"
-					 : "healthy: health_check is off");
 
 	int sig = 0;
 	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)

@@ -1,16 +1,25 @@
 #include "refresh.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "../runtime/events.h"
+#include "../runtime/runtimefile.h"
 #include "clock.h"
 #include "log.h"
 #include "notify.h"
 #include "source.h"
+
+/* A connected events stream re-reads the runtime file this often, so that a
+ * new Compose project is followed without waiting for the stream to drop. */
+#define EVENTS_RECHECK_MS 5000
+/* A stream that lasted this long was healthy: the backoff starts over. */
+#define EVENTS_HEALTHY_MS 2000
 
 struct refresher {
 	const struct config *cfg;
@@ -19,11 +28,13 @@ struct refresher {
 	struct refresh_state st;
 	int64_t watchdog_ms;
 
-	/* Written by refresh_stop(): a query in progress gives up at once, so
-	 * that stopping never waits for a hung runtime. */
+	/* Written by refresh_stop() and never drained: a query in progress
+	 * gives up at once, so that stopping never waits for a hung runtime,
+	 * and the events thread's waits end. */
 	int cancel_fd;
 
-	pthread_t thread;
+	pthread_t thread, events_thread;
+	bool watching; /* events_thread runs */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
@@ -75,7 +86,35 @@ static void log_transition(const struct verdict *old, const struct verdict *now,
 	notify_status(summary);
 }
 
-static void refresh_one(struct refresher *rf)
+void refresh_sched_init(struct refresh_sched *s, int64_t now)
+{
+	memset(s, 0, sizeof(*s));
+	s->timer = now;
+}
+
+int64_t refresh_sched_due(const struct refresh_sched *s, int64_t min_spacing_ms)
+{
+	if (!s->kicked)
+		return s->timer;
+	if (!s->ran)
+		return INT64_MIN;
+	int64_t k = s->last_start + min_spacing_ms;
+	return k < s->timer ? k : s->timer;
+}
+
+void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
+		       int64_t interval_ms)
+{
+	s->ran = true;
+	s->last_start = start;
+	/* Start to start, so the cadence does not drift by the refresh's own
+	 * duration; never two back to back. */
+	s->timer = start + interval_ms;
+	if (s->timer < end)
+		s->timer = end + interval_ms;
+}
+
+static void refresh_one(struct refresher *rf, bool by_event)
 {
 	struct verdict v, out;
 	struct errbuf err = { "" };
@@ -88,6 +127,14 @@ static void refresh_one(struct refresher *rf)
 		return;
 	}
 	int64_t end = clock_mono_ms();
+	/* The consecutive-failure rule counts the timer's refreshes: events
+	 * (a container dying as dockerd shuts down, say) must not use up the
+	 * failures it tolerates in a fraction of one interval. */
+	if (r < 0 && by_event) {
+		log_msg(LOG_DEBUG, "refresh (event) failed, left to the timer: %s", err.msg);
+		verdict_free(&v);
+		return;
+	}
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
 		 * that is already gone. */
@@ -119,7 +166,10 @@ static void refresh_one(struct refresher *rf)
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
 		return;
 	}
+	s->max_age_ms = refresh_max_age_ms(rf->cfg);
 	cache_publish(rf->cache, s);
+	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
+		(long long)(clock_mono_ms() - start));
 }
 
 /* Sleeps until when, a stop, or a kick; returns true when kicked. */
@@ -146,17 +196,19 @@ static bool stopping(struct refresher *rf)
 static void *loop(void *arg)
 {
 	struct refresher *rf = arg;
-	int64_t next = clock_mono_ms(), next_ping = next;
+	struct refresh_sched sc;
+	int64_t spacing = rf->cfg->min_refresh_spacing_ms, next_ping = clock_mono_ms();
+	refresh_sched_init(&sc, next_ping);
 	while (!stopping(rf)) {
 		int64_t now = clock_mono_ms();
-		if (now >= next) {
-			refresh_one(rf);
-			/* Start to start, so the cadence does not drift by the
-			 * refresh's own duration; never two back to back. */
-			next += rf->cfg->interval_ms;
-			now = clock_mono_ms();
-			if (next < now)
-				next = now + rf->cfg->interval_ms;
+		if (now >= refresh_sched_due(&sc, spacing)) {
+			bool by_event = sc.kicked && now < sc.timer;
+			/* Kicks that come while it runs ask for one more. */
+			sc.kicked = false;
+			refresh_one(rf, by_event);
+			int64_t end = clock_mono_ms();
+			refresh_sched_ran(&sc, now, end, rf->cfg->interval_ms);
+			now = end;
 		}
 		/* Pinged from here only: a wedged loop stops the pings and
 		 * systemd restarts the agent. */
@@ -164,13 +216,156 @@ static void *loop(void *arg)
 			notify_watchdog();
 			next_ping = now + rf->watchdog_ms / 2;
 		}
-		int64_t wake = next;
+		int64_t wake = refresh_sched_due(&sc, spacing);
 		if (rf->watchdog_ms > 0 && next_ping < wake)
 			wake = next_ping;
 		if (wait_until(rf, wake))
-			next = clock_mono_ms();
+			sc.kicked = true;
 	}
 	return NULL;
+}
+
+/* ---- The events thread (Docker only) ----
+ * Each event of the app's project kicks the loop; it never waits on the loop
+ * and the loop never waits on it, so a hung or silent stream only costs the
+ * early refreshes: the timer goes on. */
+
+struct watch_log {
+	unsigned failures; /* in a row, since the stream was last up */
+	bool was_up;
+};
+
+/* Sleeps ms, or less when stopping: false then. */
+static bool pause_ms(struct refresher *rf, int64_t ms)
+{
+	struct pollfd p = { .fd = rf->cancel_fd, .events = POLLIN };
+	int64_t until = clock_mono_ms() + ms;
+	int r;
+	do
+		r = poll(&p, 1, clock_left_ms(until));
+	while (r < 0 && errno == EINTR);
+	return r == 0;
+}
+
+static bool project_changed(const struct refresher *rf, const char *project)
+{
+	struct runtime_info ri = { 0 };
+	struct errbuf err = { "" };
+	int r = runtimefile_read(rf->cfg->runtime_file, &ri, &err);
+	bool changed = r < 0 || strcmp(ri.project, project) != 0;
+	runtime_info_free(&ri);
+	return changed;
+}
+
+/* Reads events until the stream ends or breaks (a negative errno), or the
+ * runtime file names another project (1). *healthy: it lasted. */
+static int follow(struct refresher *rf, struct events *ev, const char *project,
+		  bool *healthy, struct errbuf *err)
+{
+	int64_t since = clock_mono_ms();
+	int r;
+	for (;;) {
+		struct event e;
+		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
+		if (r == 1) {
+			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
+			refresh_kick(rf);
+		} else if (r == -ETIMEDOUT && project_changed(rf, project)) {
+			r = 1;
+			break;
+		} else if (r != -ETIMEDOUT) {
+			break;
+		}
+	}
+	*healthy = clock_mono_ms() - since >= EVENTS_HEALTHY_MS;
+	if (r == 0)
+		r = errbuf_set(err, ECONNRESET, "Docker ended the events stream");
+	return r;
+}
+
+static void watch_up(struct watch_log *wl, const char *project)
+{
+	if (wl->failures > 0 && wl->was_up)
+		log_msg(LOG_NOTICE, "Docker events: following project %s again", project);
+	else
+		log_msg(LOG_INFO, "Docker events: following project %s", project);
+	wl->failures = 0;
+	wl->was_up = true;
+}
+
+/* One subscription, from reading the runtime file to the stream's end.
+ * *no_file: the runtime file does not exist yet (Compose has not started). */
+static int watch_once(struct refresher *rf, struct watch_log *wl, bool *healthy,
+		      bool *no_file, struct errbuf *err)
+{
+	struct runtime_info ri = { 0 };
+	struct events *ev = NULL;
+	int r = runtimefile_read(rf->cfg->runtime_file, &ri, err);
+	*no_file = r == -ENOENT;
+	if (r < 0)
+		return r;
+	struct docker_opts o = { .host = rf->cfg->docker_host,
+				 .tls_verify = rf->cfg->docker_tls_verify,
+				 .cert_path = rf->cfg->docker_cert_path,
+				 .cancel_fd = rf->cancel_fd };
+	r = events_subscribe(&o, ri.project, clock_mono_ms() + rf->cfg->refresh_timeout_ms, &ev,
+			     err);
+	if (r == 0) {
+		watch_up(wl, ri.project);
+		/* Whatever happened while no stream was open went unseen. */
+		refresh_kick(rf);
+		r = follow(rf, ev, ri.project, healthy, err);
+	}
+	events_close(ev);
+	runtime_info_free(&ri);
+	return r;
+}
+
+static void watch_failed(struct refresher *rf, struct watch_log *wl, bool no_file,
+			 const struct errbuf *err, int64_t backoff)
+{
+	wl->failures++;
+	if (no_file)
+		log_msg(LOG_DEBUG, "Docker events: no runtime file yet, next try in %lld ms",
+			(long long)backoff);
+	else if (wl->failures == 1)
+		log_msg(LOG_WARNING, "Docker events: %s; reconnecting (the %.3g s timer "
+				     "still refreshes)", err->msg,
+			(double)rf->cfg->interval_ms / 1000);
+	else
+		log_msg(LOG_DEBUG, "Docker events: %s (%u in a row), next try in %lld ms",
+			err->msg, wl->failures, (long long)backoff);
+}
+
+static void *watch(void *arg)
+{
+	struct refresher *rf = arg;
+	struct watch_log wl = { 0 };
+	int64_t backoff = 0;
+	while (!stopping(rf)) {
+		struct errbuf err = { "" };
+		bool healthy = false, no_file = false;
+		int r = watch_once(rf, &wl, &healthy, &no_file, &err);
+		if (r == -ECANCELED || stopping(rf))
+			break;
+		if (healthy || r == 1)
+			backoff = 0;
+		if (r == 1)
+			continue;
+		if (r == -ENOMEM)
+			errbuf_set(&err, ENOMEM, "out of memory");
+		backoff = events_backoff_next(backoff);
+		watch_failed(rf, &wl, no_file, &err, backoff);
+		if (!pause_ms(rf, backoff))
+			break;
+	}
+	return NULL;
+}
+
+static bool source_is_docker(const struct app_compose *app)
+{
+	return app->health_check && !app->health_status_file &&
+	       app->kind == RUNNER_DOCKER_COMPOSE;
 }
 
 int refresh_start(const struct config *cfg, const struct app_compose *app,
@@ -210,6 +405,14 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		free(rf);
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
+	/* nerdctl publishes no health events: it keeps the timer alone. */
+	if (source_is_docker(app)) {
+		r = pthread_create(&rf->events_thread, NULL, watch, rf);
+		if (r != 0)
+			log_msg(LOG_WARNING, "cannot start the Docker events thread: %s; "
+					     "refreshing on the timer only", strerror(r));
+		rf->watching = r == 0;
+	}
 	*out = rf;
 	return 0;
 }
@@ -236,6 +439,8 @@ void refresh_stop(struct refresher *rf)
 		 * the join still ends, at the refresh deadline. */
 	}
 	pthread_join(rf->thread, NULL);
+	if (rf->watching)
+		pthread_join(rf->events_thread, NULL);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

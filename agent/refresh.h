@@ -1,7 +1,9 @@
-/* The refresh loop: the one thread that talks to the outside. Every interval
- * it runs one refresh (bounded by the refresh timeout), applies the
- * consecutive-failure rule, publishes the verdict into the cache, logs
- * transitions, updates STATUS= and pings the watchdog. */
+/* The refresh loop: the one thread that runs refreshes. Every interval, and
+ * soon after a Docker event, it runs one refresh (bounded by the refresh
+ * timeout), applies the consecutive-failure rule, publishes the verdict into
+ * the cache, logs transitions, updates STATUS= and pings the watchdog. When
+ * the source is Docker, a second thread follows Docker's event stream and
+ * only ever asks the loop for a refresh (refresh_kick). */
 #ifndef HEALTHD_REFRESH_H
 #define HEALTHD_REFRESH_H
 
@@ -17,6 +19,13 @@
  * next failure is reported (DESIGN.md §4). */
 #define REFRESH_KEPT_FAILURES 2
 
+/* How old a published verdict may get before readers stop passing it off as
+ * current: three missed refreshes plus one that ran to its limit. */
+static inline int64_t refresh_max_age_ms(const struct config *cfg)
+{
+	return 3 * cfg->interval_ms + cfg->refresh_timeout_ms;
+}
+
 struct refresh_state {
 	unsigned failures;       /* consecutive failed refreshes */
 	struct verdict current;  /* the verdict last published */
@@ -30,15 +39,38 @@ struct refresh_state {
 int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 		  const struct errbuf *err, struct verdict *out);
 
+/* When refreshes start (pure, so that it is tested as a table of event
+ * times). The timer's refresh is due an interval after the last one started
+ * (or after it ended, when it overran the interval: never two back to back).
+ * A kick makes one due as soon as min_spacing after the last start allows, so
+ * that an event storm cannot raise the query rate above one per min_spacing.
+ * One thread runs them: never more than one in flight. */
+struct refresh_sched {
+	int64_t last_start; /* of the last refresh, when ran */
+	int64_t timer;      /* when the timer's refresh is due */
+	bool ran;
+	bool kicked; /* an event came since the last refresh started */
+};
+/* The first refresh is due at now. */
+void refresh_sched_init(struct refresh_sched *s, int64_t now);
+/* When the next refresh is due (may be in the past: start it now). */
+int64_t refresh_sched_due(const struct refresh_sched *s, int64_t min_spacing_ms);
+/* A refresh ran from start to end; the kick it answered was cleared by the
+ * caller when it started. */
+void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
+		       int64_t interval_ms);
+
 struct refresher;
 
-/* Starts the loop thread. cfg, app and cache must outlive it. The first
- * refresh runs at once. */
+/* Starts the loop thread, and the events thread when the source is Docker
+ * (health_check on, no status file, runner docker-compose). cfg, app and
+ * cache must outlive them. The first refresh runs at once. */
 int refresh_start(const struct config *cfg, const struct app_compose *app,
 		  struct cache *cache, struct refresher **out, struct errbuf *err);
-/* Asks the loop to stop and joins it. NULL is fine. */
+/* Asks both threads to stop and joins them. NULL is fine. */
 void refresh_stop(struct refresher *r);
-/* Asks for a refresh now (coalesced with one already pending). */
+/* Asks for a refresh now (coalesced with one already pending, and spaced
+ * by min_refresh_spacing). Never blocks on a refresh in progress. */
 void refresh_kick(struct refresher *r);
 
 #endif

@@ -56,7 +56,7 @@ int source_refresh(const struct config *cfg, const struct app_compose *app,
 		return 0;
 	}
 	if (app->health_status_file)
-		return statusfile_judge(app->health_status_file, time(NULL), out);
+		return statusfile_judge(app->health_status_file, time(NULL), out, err);
 
 	/* The runtime file is written when Compose starts, after the agent is
 	 * up: it is read afresh on every refresh. */

@@ -1,11 +1,16 @@
 #!/bin/sh
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [bench]
+#   build-aux/deps.sh build [test] [fuzz] [bench]
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
+# The package and the real-systemd test (tests/e2e/systemd.sh):
+# dpkg-buildpackage, dh, debootstrap, and systemd-socket-activate.
+pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd valgrind"
+pkgs_fuzz="clang libclang-rt-14-dev"
+
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io busybox-static"
 
 want=""
@@ -14,6 +19,7 @@ for purpose in "$@"; do
 	build) want="$want $pkgs_build" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
+	fuzz) want="$want $pkgs_fuzz" ;;
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done

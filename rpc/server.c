@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -43,7 +44,6 @@ struct fixed {
 struct rpc_server {
 	struct MHD_Daemon *d;
 	struct cache *cache;
-	int64_t max_age_ms;
 	struct fixed fx;
 	struct req *free_list, *all;
 };
@@ -143,7 +143,7 @@ static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection
 	struct snapshot *snap = cache_acquire(s->cache);
 	int64_t age = clock_mono_ms() - snap->mono_ms;
 	enum MHD_Result r;
-	if (s->max_age_ms > 0 && age > s->max_age_ms)
+	if (snap->max_age_ms > 0 && age > snap->max_age_ms)
 		r = queue_owned(c, MHD_HTTP_OK, stale_response(json, age));
 	else
 		r = MHD_queue_response(c, MHD_HTTP_OK,
@@ -297,6 +297,29 @@ static int fixed_build(struct fixed *fx)
 	return 0;
 }
 
+/* Connections MHD may hold: RPC_MAX_CONNECTIONS if the soft fd limit can be
+ * raised to fit them (systemd leaves it at 1024 and expects a program that
+ * needs more, and polls with epoll, to raise it), else what fits. Past the
+ * fd limit accept() fails and MHD stops listening, the gateway included. */
+static unsigned connection_budget(void)
+{
+	const rlim_t spare = 64; /* the agent's own fds, nerdctl's pipes */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return RPC_MAX_CONNECTIONS;
+	rlim_t want = RPC_MAX_CONNECTIONS + spare;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		struct rlimit up = { .rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ?
+							 want : rl.rlim_max,
+				     .rlim_max = rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = up.rlim_cur;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return RPC_MAX_CONNECTIONS;
+	return rl.rlim_cur > 2 * spare ? (unsigned)(rl.rlim_cur - spare) : (unsigned)(rl.rlim_cur / 2);
+}
+
 static void server_free(struct rpc_server *s)
 {
 	fixed_free(&s->fx);
@@ -325,14 +348,13 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		return errbuf_set(err, ENOMEM, "pRPC server: out of memory");
 	}
 	s->cache = o->cache;
-	s->max_age_ms = o->max_age_ms;
 	/* One internal thread on epoll: requests only queue ready responses,
 	 * so a thread per connection would buy nothing but memory. */
 	s->d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, 0, NULL, NULL,
 		on_request, s,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)RPC_MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_LIMIT, connection_budget(),
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)RPC_MAX_CONNECTIONS_PER_IP,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RPC_CONNECTION_MEMORY,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RPC_IDLE_TIMEOUT_S,

@@ -7,7 +7,8 @@
  * answered while other clients misbehave:
  *   request body      64 KiB (PRPC_MAX_BODY, rpc/prpc.h), then 413
  *   per connection    16 KiB of memory for the request line and headers
- *   connections       256 at once, 32 from one IP address
+ *   connections       1024 at once (fewer if the fd limit cannot be raised
+ *                     to fit them), 32 from one IP address
  *   idle connection   closed after 10 s without a byte either way
  */
 #ifndef HEALTHD_SERVER_H
@@ -19,7 +20,9 @@
 #include "../agent/cache.h"
 #include "../agent/err.h"
 
-#define RPC_MAX_CONNECTIONS 256
+/* Slow or idle clients hold a slot each; at 32 per address it takes 32
+ * addresses to starve the gateway's poll (256 let 8 do it). */
+#define RPC_MAX_CONNECTIONS 1024
 #define RPC_MAX_CONNECTIONS_PER_IP 32
 #define RPC_CONNECTION_MEMORY (16 * 1024)
 #define RPC_IDLE_TIMEOUT_S 10
@@ -28,10 +31,6 @@ struct rpc_server_opts {
 	int listen_fd;        /* bound and listening; the server takes it, even
 			       * when starting fails */
 	struct cache *cache;
-	/* A snapshot older than this (ms) is not passed off as current: the
-	 * answer is healthy:false with an error saying how old it is. 0 or
-	 * less: no limit. */
-	int64_t max_age_ms;
 };
 
 struct rpc_server;

@@ -53,12 +53,15 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err)
 	return r < 0 ? r : http_tls_check(&ep, err);
 }
 
+/* "timed out after 10 s": the time the refresh gave the call, which is what
+ * an operator compares with --refresh-timeout (what elapsed is that plus
+ * scheduling noise). */
 static int timed_out(struct api *a, const char *what)
 {
-	int64_t ms = clock_mono_ms() - a->start;
-	if (ms >= 1000)
+	int64_t ms = a->deadline - a->start;
+	if (ms >= 1000 && ms % 1000 < 50)
 		return errbuf_set(a->err, ETIMEDOUT, "%s: timed out after %lld s", what,
-				  (long long)((ms + 500) / 1000));
+				  (long long)(ms / 1000));
 	return errbuf_set(a->err, ETIMEDOUT, "%s: timed out after %lld ms", what, (long long)ms);
 }
 
@@ -208,18 +211,13 @@ static int list_target(const struct api *a, const char *project, struct json_buf
 	return r;
 }
 
-struct ids {
-	char (*v)[65];
-	size_t n;
-};
-
 static bool is_id(const char *s)
 {
 	size_t n = strlen(s);
 	return n > 0 && n <= 64 && strspn(s, "0123456789abcdef") == n;
 }
 
-static int ids_add(struct ids *t, const char *id)
+static int ids_add(struct docker_ids *t, const char *id)
 {
 	char(*v)[65] = realloc(t->v, (t->n + 1) * sizeof(*v));
 	if (!v)
@@ -262,18 +260,18 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 /* One list item: skipped (another project, a one-off), taken from the list,
  * or queued for inspection. The list's word is taken only for a running
  * container: for a stopped one the API reports health "none" (DESIGN §4). */
-static int list_item(struct api *a, const struct json *j, int it, const char *project,
-		     struct container_list *out, struct ids *todo)
+static int list_item(int version, const struct json *j, int it, const char *project,
+		     struct container_list *out, struct docker_ids *todo, struct errbuf *err)
 {
 	_cleanup_free_ char *id = NULL;
 	if (!json_is_object(j, it))
-		return errbuf_set(a->err, EPROTO, "expected an object, got %s",
+		return errbuf_set(err, EPROTO, "expected an object, got %s",
 				  json_type_name(j, it));
 	int r = json_strdup(j, json_get(j, it, "Id"), &id);
 	if (r == -ENOMEM)
-		return errbuf_set(a->err, ENOMEM, "out of memory");
+		return errbuf_set(err, ENOMEM, "out of memory");
 	if (r < 0 || !is_id(id))
-		return errbuf_set(a->err, EPROTO, "Id: missing or not a container ID");
+		return errbuf_set(err, EPROTO, "Id: missing or not a container ID");
 	int labels = json_get(j, it, "Labels");
 	/* The daemon filtered on the label already; checking again costs
 	 * nothing and keeps another project out if a daemon ignored it. */
@@ -281,12 +279,12 @@ static int list_item(struct api *a, const struct json *j, int it, const char *pr
 	    json_str_eq(j, json_get(j, labels, COMPOSE_ONEOFF_LABEL), "True"))
 		return 0;
 	int hs = json_get(j, json_get(j, it, "Health"), "Status");
-	if (a->version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
+	if (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
 	    json_is_string(j, hs))
 		r = from_list(j, it, &id, hs, out);
 	else
 		r = ids_add(todo, id);
-	return r < 0 ? errbuf_set(a->err, -r, "out of memory") : 0;
+	return r < 0 ? errbuf_set(err, -r, "out of memory") : 0;
 }
 
 static int list_response(struct api *a, const char *project, struct http_response *resp)
@@ -310,28 +308,38 @@ static int list_response(struct api *a, const char *project, struct http_respons
 	}
 }
 
-static int list(struct api *a, const char *project, struct container_list *out, struct ids *todo)
+int docker_parse_list(const char *body, size_t len, const char *project, int version,
+		      struct container_list *out, struct docker_ids *todo, struct errbuf *err)
 {
-	struct http_response resp = { 0 };
 	struct json j;
-	int r = list_response(a, project, &resp);
+	int r = json_parse(&j, body ? body : "", len, DOCKER_MAX_TOKENS, err);
 	if (r < 0)
 		return r;
-	r = json_parse(&j, resp.body ? resp.body : "", resp.body_len, DOCKER_MAX_TOKENS, a->err);
-	if (r == 0 && !json_is_array(&j, 0))
-		r = errbuf_set(a->err, EPROTO, "expected an array, got %s", json_type_name(&j, 0));
+	if (!json_is_array(&j, 0))
+		r = errbuf_set(err, EPROTO, "expected an array, got %s", json_type_name(&j, 0));
 	if (r == 0) {
 		JSON_ARRAY_FOREACH(&j, 0, el, cnt) {
-			r = list_item(a, &j, el, project, out, todo);
+			r = list_item(version, &j, el, project, out, todo, err);
 			if (r < 0) {
-				errbuf_prefix(a->err, "item %d", cnt);
+				errbuf_prefix(err, "item %d", cnt);
 				break;
 			}
 		}
 	}
+	json_free(&j);
+	return r;
+}
+
+static int list(struct api *a, const char *project, struct container_list *out,
+		struct docker_ids *todo)
+{
+	struct http_response resp = { 0 };
+	int r = list_response(a, project, &resp);
+	if (r < 0)
+		return r;
+	r = docker_parse_list(resp.body, resp.body_len, project, a->version, out, todo, a->err);
 	if (r < 0)
 		errbuf_prefix(a->err, "GET /containers/json");
-	json_free(&j);
 	http_response_free(&resp);
 	return r;
 }
@@ -383,7 +391,7 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 		struct container_list *out, struct errbuf *err)
 {
 	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
-	struct ids todo = { 0 };
+	struct docker_ids todo = { 0 };
 	size_t n0 = out->n;
 	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err);
 	a.ep.cancel_fd = o->cancel_fd;

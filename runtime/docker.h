@@ -33,4 +33,16 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
 int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
 		struct container_list *out, struct errbuf *err);
 
+/* Exposed for fuzzing: the body of GET /containers/json for project at API
+ * version (major * 100 + minor, e.g. 141). Running containers whose list item
+ * carries their health (API >= 1.52) are appended to out; the ids of the
+ * others, to inspect, to todo (free todo->v). -EPROTO with err naming the
+ * item and field, -EINVAL for malformed JSON, -ENOMEM. */
+struct docker_ids {
+	char (*v)[65];
+	size_t n;
+};
+int docker_parse_list(const char *body, size_t len, const char *project, int version,
+		      struct container_list *out, struct docker_ids *todo, struct errbuf *err);
+
 #endif

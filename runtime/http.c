@@ -45,6 +45,17 @@ void http_parser_init(struct http_parser *p, size_t max_body)
 	p->max_body = max_body;
 }
 
+void http_parser_init_stream(struct http_parser *p)
+{
+	http_parser_init(p, SIZE_MAX);
+	p->stream = true;
+}
+
+bool http_parser_head_done(const struct http_parser *p)
+{
+	return p->head_done;
+}
+
 static void free_headers(struct http_response *r)
 {
 	for (size_t i = 0; i < r->nheaders; i++) {
@@ -250,6 +261,8 @@ static int end_of_headers(struct http_parser *p, struct errbuf *err)
 	}
 	if (te && cl)
 		return fail(p, err, EPROTO, "both Transfer-Encoding and Content-Length");
+	p->head_done = true;
+	p->pause = true;
 	if (st == 204 || st == 304) {
 		p->framing = HTTP_FRAME_NONE;
 		p->state = ST_DONE;
@@ -272,6 +285,12 @@ static int end_of_headers(struct http_parser *p, struct errbuf *err)
 static int body_append(struct http_parser *p, const char *s, size_t n, struct errbuf *err)
 {
 	struct http_response *r = &p->resp;
+	if (p->stream) {
+		p->piece = s;
+		p->piece_len = n;
+		p->pause = true;
+		return 0;
+	}
 	if (n > p->max_body - r->body_len)
 		return body_too_big(p, err);
 	if (r->body_len + n + 1 > p->body_cap) {
@@ -406,6 +425,29 @@ int http_parser_feed(struct http_parser *p, const char *buf, size_t len, size_t 
 			return r;
 	}
 	*used = i;
+	return p->state == ST_DONE;
+}
+
+int http_parser_feed_piece(struct http_parser *p, const char *buf, size_t len, size_t *used,
+			   const char **piece, size_t *piece_len, struct errbuf *err)
+{
+	size_t i = 0;
+	*used = 0;
+	*piece = NULL;
+	*piece_len = 0;
+	p->piece = NULL;
+	p->piece_len = 0;
+	p->pause = false;
+	if (p->state == ST_ERROR)
+		return errbuf_set(err, EPROTO, "parser already failed");
+	while (i < len && p->state != ST_DONE && !p->pause) {
+		int r = feed_bytes(p, buf, len, &i, err);
+		if (r < 0)
+			return r;
+	}
+	*used = i;
+	*piece = p->piece;
+	*piece_len = p->piece_len;
 	return p->state == ST_DONE;
 }
 
@@ -984,4 +1026,125 @@ int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t m
 		http_parser_take(&p, out);
 	http_parser_free(&p);
 	return r < 0 ? r : 0;
+}
+
+/* ---- Streams ---- */
+
+struct http_stream {
+	struct http_conn *c;
+	struct http_parser p;
+	char buf[16384];
+	size_t off, len; /* bytes read and not yet fed */
+	bool done;
+};
+
+void http_stream_free(struct http_stream *s)
+{
+	if (!s)
+		return;
+	http_parser_free(&s->p);
+	free(s);
+}
+
+/* Feeds what is buffered, else reads more: 1 with a piece, 0 when the
+ * parser wants more and nothing is buffered, 2 at the end, or -errno. */
+static int stream_step(struct http_stream *s, int64_t deadline, const char **piece,
+		       size_t *n, struct errbuf *err)
+{
+	if (s->off < s->len) {
+		size_t used;
+		int r = http_parser_feed_piece(&s->p, s->buf + s->off, s->len - s->off, &used,
+					       piece, n, err);
+		s->off += used;
+		if (r < 0)
+			return r;
+		s->done = r == 1;
+		return *n > 0 ? 1 : s->done ? 2 : 0;
+	}
+	ssize_t got = conn_read(s->c, s->buf, sizeof(s->buf), deadline, err);
+	if (got < 0)
+		return (int)got;
+	if (got > 0) {
+		s->off = 0;
+		s->len = (size_t)got;
+		return 0;
+	}
+	int r = http_parser_eof(&s->p, err);
+	if (r < 0)
+		return r;
+	s->done = true;
+	return 2;
+}
+
+int http_stream_read(struct http_stream *s, int64_t deadline, const char **piece, size_t *len,
+		     struct errbuf *err)
+{
+	*piece = NULL;
+	*len = 0;
+	for (;;) {
+		if (s->done)
+			return 0;
+		int r = stream_step(s, deadline, piece, len, err);
+		if (r != 0)
+			return r == 2 ? 0 : r;
+	}
+}
+
+/* The rest of a response that is not streamed, collected as http_get does. */
+static int stream_collect(struct http_stream *s, int64_t deadline, size_t max_body,
+			  struct http_response *out, struct errbuf *err)
+{
+	size_t used;
+	int r = 0;
+	s->p.stream = false;
+	s->p.max_body = max_body;
+	if (s->off < s->len)
+		r = http_parser_feed(&s->p, s->buf + s->off, s->len - s->off, &used, err);
+	while (r == 0) {
+		ssize_t n = conn_read(s->c, s->buf, sizeof(s->buf), deadline, err);
+		if (n < 0)
+			r = (int)n;
+		else if (n == 0)
+			r = http_parser_eof(&s->p, err);
+		else
+			r = http_parser_feed(&s->p, s->buf, (size_t)n, &used, err);
+	}
+	if (r == 1)
+		http_parser_take(&s->p, out);
+	return r < 0 ? r : 0;
+}
+
+int http_stream_open(struct http_conn *c, const char *target, int64_t deadline,
+		     size_t max_error_body, struct http_stream **out,
+		     struct http_response *head, struct errbuf *err)
+{
+	*out = NULL;
+	int r = send_request(c, target, deadline, err);
+	if (r < 0)
+		return r;
+	struct http_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	s->c = c;
+	http_parser_init_stream(&s->p);
+	while (!http_parser_head_done(&s->p)) {
+		const char *piece;
+		size_t n;
+		r = stream_step(s, deadline, &piece, &n, err);
+		if (r < 0)
+			break;
+		if (r == 2) {
+			r = errbuf_set(err, EPROTO, "response ended before its headers");
+			break;
+		}
+	}
+	if (r >= 0 && s->p.resp.status / 100 != 2) {
+		r = stream_collect(s, deadline, max_error_body, head, err);
+	} else if (r >= 0) {
+		http_parser_take(&s->p, head);
+		*out = TAKE_PTR(s);
+		return 0;
+	}
+	http_stream_free(s);
+	return r;
 }

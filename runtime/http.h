@@ -45,6 +45,11 @@ struct http_parser {
 	uint64_t remaining; /* bytes left of the body or the current chunk */
 	size_t body_cap;
 	struct http_response resp;
+	/* Streaming (http_parser_init_stream): body bytes are handed out, not
+	 * collected; feeding pauses after the head and after each piece. */
+	bool stream, head_done, pause;
+	const char *piece;
+	size_t piece_len;
 };
 
 void http_parser_init(struct http_parser *p, size_t max_body);
@@ -60,6 +65,18 @@ int http_parser_eof(struct http_parser *p, struct errbuf *err);
 /* Moves the parsed response out (after feed or eof returned 1). */
 void http_parser_take(struct http_parser *p, struct http_response *out);
 void http_parser_free(struct http_parser *p);
+
+/* A parser for a long-lived response whose body is consumed as it arrives
+ * (Docker's /events): nothing of the body is kept, so no body limit applies;
+ * the caller bounds what it keeps of the pieces. */
+void http_parser_init_stream(struct http_parser *p);
+/* Like http_parser_feed, but stops early: after the header section of the
+ * final response ended (http_parser_head_done turns true), and after each run
+ * of body bytes, which *piece and *piece_len point to (inside buf; none when
+ * *piece_len is 0). Returns 1 when the response is complete, else 0. */
+int http_parser_feed_piece(struct http_parser *p, const char *buf, size_t len, size_t *used,
+			   const char **piece, size_t *piece_len, struct errbuf *err);
+bool http_parser_head_done(const struct http_parser *p);
 
 /* First value of the header name (case-insensitive), or NULL. */
 const char *http_header(const struct http_response *r, const char *name);
@@ -100,5 +117,27 @@ int http_connect(const struct http_endpoint *ep, int64_t deadline, struct http_c
 int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t max_body,
 	     struct http_response *out, struct errbuf *err);
 void http_close(struct http_conn *c);
+
+/* A response read piece by piece as it arrives, on a connection of the
+ * caller's, which must outlive it. */
+struct http_stream;
+
+/* Sends "GET target" and reads the response's head before deadline; head gets
+ * the status and headers. A 2xx response's body is then read with
+ * http_stream_read through *out. Any other response is read whole before
+ * deadline (at most max_error_body bytes of body, into head->body) and *out is
+ * NULL. */
+int http_stream_open(struct http_conn *c, const char *target, int64_t deadline,
+		     size_t max_error_body, struct http_stream **out,
+		     struct http_response *head, struct errbuf *err);
+/* The next run of body bytes, waiting for it until deadline: 1 with *piece
+ * and *len set (valid until the next call), 0 when the response ended (the
+ * peer finished it or closed the connection where that ends it), -ETIMEDOUT
+ * when nothing came before deadline (the stream stays usable), -ECANCELED,
+ * or another negative errno (the stream is broken). */
+int http_stream_read(struct http_stream *s, int64_t deadline, const char **piece, size_t *len,
+		     struct errbuf *err);
+/* NULL is fine. Does not close the connection. */
+void http_stream_free(struct http_stream *s);
 
 #endif

@@ -202,48 +202,73 @@ static const char *open_error(int err)
 	}
 }
 
-/* The judged outcome for the file at path, or false with reason. */
-static bool judge_path(const char *path, const char *shown, time_t now,
-		       char *reason, size_t n)
+/* What judge_path found. */
+enum outcome { JUDGED_HEALTHY, JUDGED_UNHEALTHY, REFUSED };
+
+static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(reason, n, fmt, ap);
+	va_end(ap);
+	return o;
+}
+
+/* Judges the file at path, with the reason in reason[0..n) unless healthy.
+ * Anything but a regular file is REFUSED (spec: "A FIFO is refused outright
+ * rather than reported as unhealthy-with-a-reason"), before any read. */
+static enum outcome judge_path(const char *path, const char *shown, time_t now,
+			       char *reason, size_t n)
 {
 	struct stat st;
 	/* Refuse by type before opening: opening a device can have effects of
 	 * its own. The check is repeated on the open fd below, since the path
 	 * may be replaced in between. */
 	if (stat(path, &st) < 0)
-		return fail(reason, n, "status file %s %s", shown, open_error(errno));
+		return say(JUDGED_UNHEALTHY, reason, n, "status file %s %s", shown,
+			   open_error(errno));
 	if (!S_ISREG(st.st_mode))
-		return fail(reason, n, "status file %s is %s; it must be a regular file",
-			    shown, file_type_name(st.st_mode));
+		return say(REFUSED, reason, n, "status file %s is %s; it must be a regular file",
+			   shown, file_type_name(st.st_mode));
 	/* O_NONBLOCK: a FIFO put in place after the stat must not park this
 	 * thread waiting for a writer. */
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return fail(reason, n, "status file %s %s", shown, open_error(errno));
+	if (fd < 0) {
+		int e = errno;
+		return say(e == ENXIO ? REFUSED : JUDGED_UNHEALTHY, reason, n, "status file %s %s",
+			   shown, open_error(e));
+	}
 	if (fstat(fd, &st) < 0)
-		return fail(reason, n, "status file %s cannot be read", shown);
+		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
 	if (!S_ISREG(st.st_mode))
-		return fail(reason, n, "status file %s is %s; it must be a regular file",
-			    shown, file_type_name(st.st_mode));
+		return say(REFUSED, reason, n, "status file %s is %s; it must be a regular file",
+			   shown, file_type_name(st.st_mode));
 	if (st.st_size > STATUSFILE_MAX_BYTES)
-		return fail(reason, n, "status file %s is larger than %d bytes", shown,
-			    STATUSFILE_MAX_BYTES);
+		return say(JUDGED_UNHEALTHY, reason, n, "status file %s is larger than %d bytes",
+			   shown, STATUSFILE_MAX_BYTES);
 	char buf[STATUSFILE_MAX_BYTES + 1];
 	size_t got = 0;
 	if (read_bounded(fd, buf, sizeof(buf), &got) < 0)
-		return fail(reason, n, "status file %s cannot be read", shown);
+		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
+	/* The file grew after the fstat: the read stopped one byte past. */
 	if (got > STATUSFILE_MAX_BYTES)
-		return fail(reason, n, "status file %s is larger than %d bytes", shown,
-			    STATUSFILE_MAX_BYTES);
-	return statusfile_parse(buf, got, now, reason, n);
+		return say(JUDGED_UNHEALTHY, reason, n, "status file %s is larger than %d bytes",
+			   shown, STATUSFILE_MAX_BYTES);
+	return statusfile_parse(buf, got, now, reason, n) ? JUDGED_HEALTHY : JUDGED_UNHEALTHY;
 }
 
-int statusfile_judge(const char *path, time_t now, struct verdict *out)
+int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err)
 {
 	char shown[SHOWN_PATH_BYTES + 1], reason[SHOWN_PATH_BYTES + 256];
 
 	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
-	out->healthy = judge_path(path, shown, now, reason, sizeof(reason));
+	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason));
+	if (o == REFUSED)
+		return errbuf_set(err, EINVAL, "%s", reason);
+	out->healthy = o == JUDGED_HEALTHY;
 	if (out->healthy)
 		return 0;
 	return verdict_add(out, STATUSFILE_ENTRY, "%s", reason);

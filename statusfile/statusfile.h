@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "../agent/err.h"
 #include "../agent/verdict.h"
 
 /* Name of every failure entry this source produces. */
@@ -20,9 +21,13 @@
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
 
-/* Reads path (following symlinks, refusing anything but a regular file,
- * never blocking, at most STATUSFILE_MAX_BYTES) and judges it into out, which
- * must be initialised. Every outcome is a verdict; returns -ENOMEM only. */
-int statusfile_judge(const char *path, time_t now, struct verdict *out);
+/* Reads path (following symlinks, never blocking, at most
+ * STATUSFILE_MAX_BYTES) and judges it into out, which must be initialised.
+ * Every content rule is a verdict. Anything but a regular file (a FIFO, a
+ * directory, a device, a socket) is refused outright, without a read: that
+ * returns -EINVAL with err naming it, and the refresh counts as failed rather
+ * than judged (spec: "A FIFO is refused outright rather than reported as
+ * unhealthy-with-a-reason"). -ENOMEM. */
+int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err);
 
 #endif

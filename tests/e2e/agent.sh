@@ -118,4 +118,30 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 is "$rc" 0 "SIGTERM during a hung refresh: exit status 0"
 ok $([ "$ms" -lt 1000 ]; echo $?) "SIGTERM during a hung refresh: stopped in ${ms} ms (< 1000)"
 
+# A reload that lengthens the interval moves the staleness limit with it:
+# with --interval 0.2 and --refresh-timeout 0.5 a verdict is stale after
+# 1.1 s; after SIGHUP with interval 3 s (config file beats nothing here: the
+# flags are gone from the file's view, so use the environment), the verdict
+# must still be served as current 2 s after the last refresh.
+printf 'healthy\n%s\n' "$(date +%s)" > "$T/health"
+compose "$T/sf.json" "{\"health_check\":true,\"health_status_file\":\"$T/health\"}"
+printf '{"interval":0.2,"refresh_timeout":0.5}' > "$T/reload.json"
+"$BIN" -c "$T/reload.json" --listen "unix:$T/reload.sock" --compose-file "$T/sf.json" 2>"$T/reload.log" &
+rl=$!
+PIDS+=($rl)
+wait_for 5 test -S "$T/reload.sock"
+wait_for 5 sh -c "curl -s --unix-socket $T/reload.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+ok $? "reload: healthy before the reload"
+printf '{"interval":3,"refresh_timeout":0.5}' > "$T/reload.json"
+kill -HUP "$rl"
+wait_for 5 grep -q "reload: interval" "$T/reload.log"
+ok $? "reload: the interval change is logged"
+stale=0
+for _ in $(seq 25); do
+	health "$T/reload.sock" | grep -q '"healthy":true' || stale=$((stale + 1))
+	sleep 0.1
+done
+is "$stale" 0 "reload: the longer interval does not make the verdict look stale"
+kill -TERM "$rl"; wait "$rl"
+
 done_testing

@@ -59,7 +59,8 @@ run() { # run NAME PROJECT [docker run options...]
 	d run -d --name "$name" --network none --label "com.docker.compose.project=$project" \
 		"$@" healthd-test:1 sleep 3600 >/dev/null
 }
-HC=(--health-interval 1s --health-timeout 1s --health-retries 1)
+# A 10 s probe timeout: a passing probe must not fail on a loaded machine.
+HC=(--health-interval 1s --health-timeout 10s --health-retries 1)
 run p1-web-1 $P --health-cmd true "${HC[@]}"
 run p1-bad-1 $P --health-cmd false "${HC[@]}"
 run p1-plain-1 $P

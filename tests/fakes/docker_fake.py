@@ -2,7 +2,8 @@
 """A scripted Docker Engine API peer for the docker_list tests.
 
   docker_fake.py --listen unix:PATH | tcp:HOST:PORT [--port-file F]
-                 [--tls CERT KEY [--client-ca CA]] [--log F] ROUTE...
+                 [--tls CERT KEY [--client-ca CA]] [--log F]
+                 [--routes-file F] ROUTE...
 
 Each ROUTE is REGEX=ACTION; the first REGEX that fully matches the request
 target wins (no match: 404 like dockerd's). ACTIONs:
@@ -13,6 +14,14 @@ target wins (no match: 404 like dockerd's). ACTIONs:
   garbage              bytes that are not HTTP
   big:N                200 with Content-Length N, then N bytes
   bigchunked:N         200, chunked, N bytes in 64 KiB chunks
+  drip:SECONDS:PATH    send PATH's bytes one at a time, SECONDS apart
+  badchunk             200, chunked, with a chunk size that is not hex
+  cutchunk             200, chunked, closed in the middle of a chunk
+  reset:N              200 with Content-Length 1 MiB, N bytes, then a TCP
+                       reset (RST on TCP; an abortive close on a unix socket)
+With --routes-file, the file's ROUTE lines (one a line) are read afresh for
+every request and come before the command line's, so that a test can change
+the peer's behaviour while a client keeps talking to it.
 Every request target is appended to the log, one a line.
 """
 import argparse
@@ -21,6 +30,7 @@ import re
 import socket
 import socketserver
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -74,6 +84,25 @@ def respond(conn, action):
         conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         send_filler(conn, int(arg), chunked=True)
         conn.sendall(b"0\r\n\r\n")
+    elif kind == "drip":
+        delay, _, path = arg.partition(":")
+        with open(path, "rb") as f:
+            data = f.read()
+        for i in range(len(data)):
+            conn.sendall(data[i:i + 1])
+            time.sleep(float(delay))
+    elif kind == "badchunk":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"zz\r\n[]\r\n0\r\n\r\n")
+    elif kind == "cutchunk":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"100\r\n[{\"Id\":")
+    elif kind == "reset":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n")
+        conn.sendall(b"[" + b" " * (int(arg) - 1))
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                        struct.pack("ii", 1, 0))
+        conn.close()
     else:
         raise SystemExit("unknown action " + action)
 
@@ -103,7 +132,15 @@ class Handler(socketserver.BaseRequestHandler):
                 if srv.log:
                     with open(srv.log, "a") as f:
                         f.write(target + "\n")
-            for rx, action in srv.routes:
+            routes = srv.routes
+            if srv.routes_file:
+                try:
+                    with open(srv.routes_file) as f:
+                        lines = [l.strip() for l in f if l.strip()]
+                    routes = parse_routes(lines) + routes
+                except FileNotFoundError:
+                    pass
+            for rx, action in routes:
                 if rx.fullmatch(target):
                     respond(conn, action)
                     break
@@ -133,6 +170,7 @@ def main():
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     ap.add_argument("--client-ca")
     ap.add_argument("--log")
+    ap.add_argument("--routes-file")
     ap.add_argument("routes", nargs="*")
     a = ap.parse_args()
     if a.listen.startswith("unix:"):
@@ -142,6 +180,7 @@ def main():
         srv = TCPServer((host, int(port)), Handler)
     srv.routes = parse_routes(a.routes)
     srv.log = a.log
+    srv.routes_file = a.routes_file
     srv.lock = threading.Lock()
     srv.tls = None
     if a.tls:

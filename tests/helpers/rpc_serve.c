@@ -29,6 +29,8 @@ static struct snapshot *verdict_for(const char *mode)
 	}
 	struct snapshot *s = snapshot_new(&v, at);
 	verdict_free(&v);
+	if (s)
+		s->max_age_ms = 15000;
 	return s;
 }
 
@@ -54,7 +56,7 @@ int main(int argc, char **argv)
 	if (rpc_listen_describe(fd, where, sizeof(where)) < 0)
 		return 1;
 	struct cache *c = cache_new(verdict_for(argv[2]));
-	struct rpc_server_opts o = { .listen_fd = fd, .cache = c, .max_age_ms = 15000 };
+	struct rpc_server_opts o = { .listen_fd = fd, .cache = c };
 	struct rpc_server *s;
 	if (!c || rpc_server_start(&o, &s, &err) < 0) {
 		fprintf(stderr, "rpc_serve: %s\n", err.msg);

@@ -11,6 +11,10 @@
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
 
+/* Paths handed out by write_file, freed at the end. */
+static char *paths[8];
+static size_t n_paths;
+
 static const char *write_file(const char *name, const char *text)
 {
 	char *path = NULL;
@@ -19,7 +23,9 @@ static const char *write_file(const char *name, const char *text)
 	FILE *f = fopen(path, "w");
 	fputs(text, f);
 	fclose(f);
-	return path; /* kept for the whole run */
+	if (n_paths < sizeof(paths) / sizeof(paths[0]))
+		paths[n_paths++] = path;
+	return path;
 }
 
 static void clear_env(void)
@@ -191,5 +197,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		ok(0, "cleanup");
+	for (size_t i = 0; i < n_paths; i++)
+		free(paths[i]);
 	return done_testing();
 }

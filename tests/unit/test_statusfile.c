@@ -136,8 +136,9 @@ static void judge_case(const char *what, const char *name, const char *want)
 	struct verdict v;
 	verdict_init(&v);
 	v.healthy = !!want; /* must be overwritten */
-	int r = statusfile_judge(p, NOW, &v);
-	is_int(r, 0, "%s: judged", what);
+	struct errbuf e = { "" };
+	int r = statusfile_judge(p, NOW, &v, &e);
+	is_int(r, 0, "%s: judged (%s)", what, e.msg);
 	if (!want) {
 		ok(v.healthy && v.n_entries == 0, "%s: healthy with no entries", what);
 	} else {
@@ -148,6 +149,24 @@ static void judge_case(const char *what, const char *name, const char *want)
 				printf("#   got:  '%s'\n#   want: '%s'\n", v.entries[0].status, want);
 		}
 	}
+	verdict_free(&v);
+}
+
+/* Anything but a regular file is refused outright: the refresh fails with
+ * err naming it, and no entry is added (spec: "refused outright rather than
+ * reported as unhealthy-with-a-reason"). */
+static void refused_case(const char *what, const char *name, const char *want)
+{
+	char p[1024];
+	path_of(p, sizeof(p), name);
+	struct verdict v;
+	struct errbuf e = { "" };
+	verdict_init(&v);
+	int r = statusfile_judge(p, NOW, &v, &e);
+	is_int(r, -EINVAL, "%s: refused", what);
+	ok(v.n_entries == 0, "%s: no entry", what);
+	if (!ok(strstr(e.msg, want) != NULL, "%s: the error names it", what))
+		printf("#   got:  '%s'\n#   want: '%s'\n", e.msg, want);
 	verdict_free(&v);
 }
 
@@ -193,14 +212,14 @@ static void test_files(void)
 	judge_case("missing file", "missing", "does not exist");
 	judge_case("missing parent", "nodir/health", "does not exist");
 	judge_case("parent is a file", "good/health", "does not exist");
-	judge_case("FIFO", "fifo", "is a FIFO; it must be a regular file");
-	judge_case("directory", "sub", "is a directory; it must be a regular file");
-	judge_case("socket", "sock", "is a socket; it must be a regular file");
-	judge_case("character device", "../../../../../../../../dev/null",
-		   "is a character device; it must be a regular file");
+	refused_case("FIFO", "fifo", "is a FIFO; it must be a regular file");
+	refused_case("directory", "sub", "is a directory; it must be a regular file");
+	refused_case("socket", "sock", "is a socket; it must be a regular file");
+	refused_case("character device", "../../../../../../../../dev/null",
+		     "is a character device; it must be a regular file");
 	judge_case("symlink followed", "link", NULL);
 	judge_case("symlinked parent followed", "dirlink/inner", NULL);
-	judge_case("symlink to a directory", "dirlink", "is a directory");
+	refused_case("symlink to a directory", "dirlink", "is a directory");
 	judge_case("dangling symlink", "dangling", "does not exist");
 	judge_case("symlink loop", "loop", "too many levels of symbolic links");
 	judge_case("file of exactly 4096 bytes", "max", NULL);
@@ -210,7 +229,7 @@ static void test_files(void)
 	path_of(p, sizeof(p), "evil\n\x1b[31mname");
 	struct verdict v;
 	verdict_init(&v);
-	statusfile_judge(p, NOW, &v);
+	statusfile_judge(p, NOW, &v, NULL);
 	ok(v.n_entries == 1 && !strpbrk(v.entries[0].status, "\n\x1b") &&
 		   strstr(v.entries[0].status, "evil??[31mname"),
 	   "control characters in the path are cleaned (%s)",
@@ -220,7 +239,7 @@ static void test_files(void)
 	memset(q + off, 'a', 600);
 	q[off + 600] = '\0';
 	verdict_init(&v);
-	statusfile_judge(q, NOW, &v);
+	statusfile_judge(q, NOW, &v, NULL);
 	ok(v.n_entries == 1 && !strstr(v.entries[0].status, q) &&
 		   strstr(v.entries[0].status, "a...") &&
 		   strlen(v.entries[0].status) < 256 + 64,

@@ -1,0 +1,54 @@
+/* Docker's /events stream as the agent reads it: the HTTP response parser in
+ * stream mode (head, then body pieces, chunked or not), the pieces cut into
+ * lines, each line parsed as an event. Byte 0 is the size of each read
+ * (0: all at once). */
+#include <stdlib.h>
+
+#include "runtime/events.h"
+#include "runtime/http.h"
+#include "fuzz/fuzz.h"
+
+static void lines(struct events_lines *l, const char *piece, size_t n)
+{
+	struct errbuf err = { "" };
+	struct event ev;
+	while (n > 0) {
+		int r = events_lines_take(l, &piece, &n, &err);
+		if (r < 0)
+			return;
+		if (r == 1)
+			events_parse(l->line, l->len, "demo", &ev, &err);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	size_t step = data[0], off = 0;
+	const char *in = (const char *)data + 1;
+	size_t len = size - 1;
+	struct http_parser p;
+	struct events_lines l = { 0 };
+	struct errbuf err = { "" };
+	int r = 0, stalled = 0;
+	http_parser_init_stream(&p);
+	while (r == 0 && off < len) {
+		size_t n = step && len - off > step ? step : len - off, used = 0, piece_len = 0;
+		const char *piece = NULL;
+		r = http_parser_feed_piece(&p, in + off, n, &used, &piece, &piece_len, &err);
+		if (used > n || (piece_len && (piece < in + off || piece + piece_len > in + off + used)))
+			__builtin_trap(); /* pieces lie inside what was taken */
+		/* A pause makes no progress once; a parser that never moves
+		 * would spin its reader forever. */
+		stalled = used || piece_len ? 0 : stalled + 1;
+		if (stalled > 2)
+			__builtin_trap();
+		if (piece_len)
+			lines(&l, piece, piece_len);
+		off += used;
+	}
+	events_lines_free(&l);
+	http_parser_free(&p);
+	return 0;
+}

@@ -1,0 +1,72 @@
+#!/bin/bash
+# Runs the libFuzzer targets (called by `make fuzz` and `make fuzz-smoke`).
+#   fuzz/run.sh run   BUILD SECONDS JOBS TARGET...  each target SECONDS on a
+#       work copy of its corpus (BUILD/corpus/T keeps what it finds), JOBS
+#       targets at a time; a table of executions, time and crashes at the end.
+#   fuzz/run.sh smoke BUILD SECONDS JOBS TARGET...  replays every seed of
+#       fuzz/corpus/T, then fuzzes SECONDS from them; TAP, one point a target.
+# A crash leaves its input in BUILD/crashes/T-*; replay it with
+# `BUILD/fuzz_T FILE`. Exit status 1 when any target failed.
+set -u
+cd "$(dirname "$0")/.."
+mode=$1 build=$2 secs=$3 jobs=$4
+shift 4
+# Real inputs are a few KiB (one inspect object is ~5 KiB); larger ones only
+# slow the search down.
+opts=(-rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1)
+mkdir -p "$build/crashes" "$build/corpus"
+
+one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
+	local t=$1 bin=$build/fuzz_$1 seeds=fuzz/corpus/$1 log=$build/${mode}_$1.log work rc=0
+	: >"$log"
+	if [ "$mode" = smoke ]; then
+		"$bin" "${opts[@]}" -runs=0 "$seeds" >>"$log" 2>&1 || rc=$?
+		work=$(mktemp -d "$build/corpus/$t.XXXXXX")
+	else
+		work=$build/corpus/$t
+		mkdir -p "$work"
+	fi
+	if [ $rc -eq 0 ]; then
+		"$bin" "${opts[@]}" -max_total_time="$secs" -artifact_prefix="$build/crashes/$t-" \
+			"$work" "$seeds" >>"$log" 2>&1 || rc=$?
+	fi
+	[ "$mode" = smoke ] && rm -rf "$work"
+	echo $rc >"$build/${mode}_$t.rc"
+}
+
+running=0
+for t in "$@"; do
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	one "$t" &
+	running=$((running + 1))
+done
+wait
+
+failed=0 n=0
+[ "$mode" = run ] && printf '== fuzz: %s s per target, %s at a time\n' "$secs" "$jobs"
+for t in "$@"; do
+	n=$((n + 1))
+	log=$build/${mode}_$t.log rc=$(cat "$build/${mode}_$t.rc")
+	runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n1)
+	took=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n1)
+	crashes=$(grep -c 'Test unit written to' "$log")
+	if [ "$rc" -ne 0 ]; then
+		failed=1
+		grep -E 'ERROR|SUMMARY|Test unit written' "$log" | head -n 5 | sed 's/^/# /'
+	fi
+	if [ "$mode" = smoke ]; then
+		if [ "$rc" -eq 0 ]; then
+			echo "ok $n - fuzz_$t: seeds replayed, ${runs:-?} runs in ${took:-?} s"
+		else
+			echo "not ok $n - fuzz_$t: exit status $rc (log: $log)"
+		fi
+	else
+		printf '%-14s %12s runs %6s s %3s crash(es)%s\n' "$t" "${runs:-?}" "${took:-?}" \
+			"$crashes" "$([ "$rc" -ne 0 ] && echo "  exit $rc, see $log")"
+	fi
+done
+[ "$mode" = smoke ] && echo "1..$n"
+exit $failed

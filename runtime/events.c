@@ -1,0 +1,291 @@
+/* Docker's /events stream (Engine API "Monitor events"). Facts it relies on,
+ * from moby's daemon/events/filter.go and api/types/filters: the filters
+ * "type", "label" (key=value against the actor's attributes, which carry the
+ * container's labels) and "event" combine with AND, values of one filter with
+ * OR; "event" matches the Action exactly, except that a filter naming
+ * health_status matches by prefix, because the Action of a health change is
+ * "health_status: healthy" (or ": unhealthy", ": starting"). The daemon
+ * writes one JSON object and a newline per event and flushes it. */
+#include "events.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../agent/cleanup.h"
+#include "container.h"
+#include "http.h"
+
+#define EVENTS_MAX_TOKENS 16384
+#define EVENTS_MAX_ERROR_BODY (64u << 10)
+/* Used when /_ping names no version (as docker.c does). */
+#define EVENTS_API_FALLBACK 124
+
+struct events {
+	struct http_conn *c;
+	struct http_stream *s;
+	struct events_lines lines;
+	const char *piece; /* of the stream, not yet split into lines */
+	size_t piece_len;
+	char *project;
+};
+
+static int urlencode(struct json_buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+		bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			     (c >= '0' && c <= '9') || (c && strchr("-._~", c));
+		int r = plain ? json_buf_put(out, s, 1) : json_buf_put(out, e, 3);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int events_target(int version, const char *project, struct json_buf *out)
+{
+	struct json_buf label = { 0 }, f = { 0 };
+	char head[64];
+	snprintf(head, sizeof(head), "/v%d.%d/events?filters=", version / 100, version % 100);
+	int r = json_buf_puts(&label, COMPOSE_PROJECT_LABEL "=");
+	if (r == 0)
+		r = json_buf_puts(&label, project);
+	if (r == 0)
+		r = json_buf_puts(&f, "{\"type\":[\"container\"],\"label\":[");
+	if (r == 0)
+		r = json_buf_string(&f, label.p);
+	if (r == 0)
+		r = json_buf_puts(&f, "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
+				      "\"unpause\",\"health_status\"]}");
+	if (r == 0)
+		r = json_buf_puts(out, head);
+	if (r == 0)
+		r = urlencode(out, f.p);
+	json_buf_free(&label);
+	json_buf_free(&f);
+	return r;
+}
+
+static void copy_string(const struct json *j, int i, char *dst, size_t n)
+{
+	_cleanup_free_ char *s = NULL;
+	dst[0] = '\0';
+	if (json_strdup(j, i, &s) == 0)
+		err_clean(dst, n, s, n - 4);
+}
+
+int events_parse(const char *line, size_t len, const char *project, struct event *ev,
+		 struct errbuf *err)
+{
+	struct json j;
+	if (strspn(line, " \t\r\n") >= len)
+		return 0;
+	int r = json_parse(&j, line, len, EVENTS_MAX_TOKENS, err);
+	if (r < 0) {
+		errbuf_prefix(err, "event");
+		return r == -ENOMEM ? r : -EPROTO;
+	}
+	int type = json_get(&j, 0, "Type"), action = json_get(&j, 0, "Action");
+	int attrs = json_get(&j, json_get(&j, 0, "Actor"), "Attributes");
+	if (!json_is_object(&j, 0))
+		r = errbuf_set(err, EPROTO, "event: expected an object, got %s",
+			       json_type_name(&j, 0));
+	else if (!json_is_string(&j, action))
+		r = errbuf_set(err, EPROTO, "event: Action missing or not a string");
+	/* The daemon filtered already; checking again keeps another project
+	 * out should a daemon ignore a filter. */
+	else if (json_str_eq(&j, type, "container") &&
+		 json_str_eq(&j, json_get(&j, attrs, COMPOSE_PROJECT_LABEL), project))
+		r = 1;
+	if (r == 1) {
+		copy_string(&j, action, ev->action, sizeof(ev->action));
+		copy_string(&j, json_get(&j, attrs, "name"), ev->name, sizeof(ev->name));
+	}
+	json_free(&j);
+	return r;
+}
+
+int events_lines_take(struct events_lines *l, const char **p, size_t *n, struct errbuf *err)
+{
+	if (l->complete) {
+		l->len = 0;
+		l->complete = false;
+	}
+	const char *nl = memchr(*p, '\n', *n);
+	size_t take = nl ? (size_t)(nl - *p) : *n;
+	if (take > EVENTS_MAX_LINE - l->len)
+		return errbuf_set(err, E2BIG, "an event is longer than %u bytes", EVENTS_MAX_LINE);
+	if (l->len + take + 1 > l->cap) {
+		size_t cap = l->cap ? l->cap : 4096;
+		while (cap < l->len + take + 1)
+			cap *= 2;
+		char *b = realloc(l->line, cap);
+		if (!b)
+			return errbuf_set(err, ENOMEM, "out of memory");
+		l->line = b;
+		l->cap = cap;
+	}
+	memcpy(l->line + l->len, *p, take);
+	l->len += take;
+	l->line[l->len] = '\0';
+	take += nl ? 1 : 0;
+	*p += take;
+	*n -= take;
+	l->complete = nl != NULL;
+	return l->complete;
+}
+
+void events_lines_free(struct events_lines *l)
+{
+	free(l->line);
+	memset(l, 0, sizeof(*l));
+}
+
+int64_t events_backoff_next(int64_t cur)
+{
+	if (cur < EVENTS_BACKOFF_MIN_MS)
+		return EVENTS_BACKOFF_MIN_MS;
+	return cur >= EVENTS_BACKOFF_MAX_MS / 2 ? EVENTS_BACKOFF_MAX_MS : cur * 2;
+}
+
+/* "1.41" → 141. */
+static int parse_version(const char *s, int *out)
+{
+	int maj = 0, min = 0, nd = 0;
+	const char *p = s;
+	for (; *p >= '0' && *p <= '9' && nd < 3; p++, nd++)
+		maj = maj * 10 + (*p - '0');
+	if (nd == 0 || *p++ != '.')
+		return -EINVAL;
+	for (nd = 0; *p >= '0' && *p <= '9' && nd < 2; p++, nd++)
+		min = min * 10 + (*p - '0');
+	if (nd == 0 || *p != '\0')
+		return -EINVAL;
+	*out = maj * 100 + min;
+	return 0;
+}
+
+/* What the daemon said in {"message": ...}, cleaned and cut ("" if none). */
+static void daemon_message(const struct http_response *resp, char *buf, size_t n)
+{
+	struct json j;
+	buf[0] = '\0';
+	if (!resp->body || json_parse(&j, resp->body, resp->body_len, 64, NULL) < 0)
+		return;
+	copy_string(&j, json_get(&j, 0, "message"), buf, n);
+	json_free(&j);
+}
+
+static int status_error(const char *shown, const struct http_response *resp,
+			struct errbuf *err)
+{
+	char msg[256];
+	daemon_message(resp, msg, sizeof(msg));
+	return errbuf_set(err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
+			  msg[0] ? ": " : "", msg);
+}
+
+/* The API version to speak: min(ours, the daemon's), as docker_list does. */
+static int ping(const struct http_endpoint *ep, int64_t deadline, int *version,
+		struct errbuf *err)
+{
+	struct http_conn *c = NULL;
+	struct http_response resp = { 0 };
+	int r = http_connect(ep, deadline, &c, err), theirs;
+	if (r < 0)
+		return r;
+	r = http_get(c, "/_ping", deadline, EVENTS_MAX_ERROR_BODY, &resp, err);
+	http_close(c);
+	if (r < 0) {
+		errbuf_prefix(err, "GET /_ping");
+		return r;
+	}
+	const char *v = http_header(&resp, "Api-Version");
+	if (resp.status != 200)
+		r = status_error("/_ping", &resp, err);
+	else if (!v)
+		*version = EVENTS_API_FALLBACK;
+	else if (parse_version(v, &theirs) < 0)
+		r = errbuf_set(err, EPROTO, "GET /_ping: malformed Api-Version header");
+	else if (parse_version(DOCKER_API_MAX, version) == 0 && theirs < *version)
+		*version = theirs;
+	http_response_free(&resp);
+	if (r == 0 && *version < EVENTS_API_FALLBACK)
+		r = errbuf_set(err, ENOTSUP, "Docker API %d.%d is older than 1.24",
+			       *version / 100, *version % 100);
+	return r;
+}
+
+static int subscribe(struct events *e, const struct http_endpoint *ep, int version,
+		     int64_t deadline, struct errbuf *err)
+{
+	struct json_buf t = { 0 };
+	struct http_response head = { 0 };
+	if (events_target(version, e->project, &t) < 0)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	int r = http_connect(ep, deadline, &e->c, err);
+	if (r == 0)
+		r = http_stream_open(e->c, t.p, deadline, EVENTS_MAX_ERROR_BODY, &e->s, &head, err);
+	json_buf_free(&t);
+	if (r < 0 && r != -ENOMEM && e->c)
+		errbuf_prefix(err, "GET /events");
+	else if (r == 0 && !e->s)
+		r = status_error("/events", &head, err);
+	http_response_free(&head);
+	return r;
+}
+
+int events_subscribe(const struct docker_opts *o, const char *project, int64_t deadline,
+		     struct events **out, struct errbuf *err)
+{
+	struct http_endpoint ep;
+	int version = 0;
+	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &ep, err);
+	if (r < 0)
+		return r;
+	ep.cancel_fd = o->cancel_fd;
+	if ((r = ping(&ep, deadline, &version, err)) < 0)
+		return r;
+	struct events *e = calloc(1, sizeof(*e));
+	if (!e || !(e->project = strdup(project))) {
+		free(e);
+		return errbuf_set(err, ENOMEM, "out of memory");
+	}
+	if ((r = subscribe(e, &ep, version, deadline, err)) < 0) {
+		events_close(e);
+		return r;
+	}
+	*out = e;
+	return 0;
+}
+
+int events_next(struct events *e, int64_t deadline, struct event *ev, struct errbuf *err)
+{
+	for (;;) {
+		while (e->piece_len > 0) {
+			int r = events_lines_take(&e->lines, &e->piece, &e->piece_len, err);
+			if (r == 1)
+				r = events_parse(e->lines.line, e->lines.len, e->project, ev, err);
+			if (r != 0)
+				return r;
+		}
+		int r = http_stream_read(e->s, deadline, &e->piece, &e->piece_len, err);
+		if (r <= 0)
+			return r;
+	}
+}
+
+void events_close(struct events *e)
+{
+	if (!e)
+		return;
+	http_stream_free(e->s);
+	http_close(e->c);
+	events_lines_free(&e->lines);
+	free(e->project);
+	free(e);
+}

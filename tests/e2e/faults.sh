@@ -1,0 +1,189 @@
+#!/bin/bash
+# A misbehaving Docker runtime (tests/fakes/docker_fake.py, scripted through a
+# routes file) against the real agent. For each fault the agent starts
+# healthy (one running container with a passing healthcheck), then the list
+# request starts failing in that way, and we check:
+#   - a refresh ends within its 1 s timeout (--once against the fault, timed);
+#   - the 3-failure rule: the served verdict stays healthy through the first
+#     two failed refreshes (the log shows both), then healthy:false with an
+#     error naming what failed;
+#   - a gateway-style poll (fresh connection, POST /prpc/v1/Health?json, {})
+#     is answered within 50 ms at the 99th percentile during the fault. Each
+#     poll alternates with one of a control agent under no fault (gating
+#     off): on a machine so loaded that the control itself is slow, the bound
+#     is twice the control's p99 (said in a diagnostic), since that is the
+#     scheduler's noise, not the agent's;
+#   - memory stays bounded (VmRSS before, VmHWM peak, VmRSS after).
+# A table of the figures is printed as diagnostics.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+B=${HEALTHD_BUILD:-build}
+BIN=$B/dstack-healthd
+FAKE=tests/fakes/docker_fake.py
+POLL=tests/fakes/gateway_poll.py
+R=tests/fakes/docker
+[ -x "$BIN" ] || skip_all "$BIN not built"
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+
+# Bounds. The body cap is 16 MiB (DOCKER_MAX_BODY): an oversized chunked
+# body may be buffered up to it once, never beyond.
+P99_MAX_MS=50
+ONCE_MAX_MS=1500   # the 1 s refresh timeout plus the process's start and exit
+PEAK_GROWTH_MAX_KB=$((40 * 1024))
+AFTER_GROWTH_MAX_KB=$((24 * 1024))
+
+T=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+WEB=f897beb9f2f72abe70da3e5bb2a41f499053b573037353b36e598027ac26dcd3
+LIST='[{"Id":"'$WEB'","Names":["/demo-web-1"],"Labels":{"com.docker.compose.project":"demo"},"State":"running","Health":{"Status":"healthy","FailingStreak":0}}]'
+printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}\n' >"$T/app.json"
+printf '{"project":"demo"}\n' >"$T/runtime.json"
+: >"$T/routes"
+
+# Two fakes read the same routes file: one on a unix socket (reached through
+# a symlink, so that "refused" can swap it for a socket nobody listens on),
+# one on TCP, where a reset is a real RST.
+python3 "$FAKE" --listen "unix:$T/fake.sock" --routes-file "$T/routes" \
+	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json.*=status:200:$LIST" &
+PIDS+=($!)
+python3 "$FAKE" --listen "tcp:127.0.0.1:0" --port-file "$T/port" --routes-file "$T/routes" \
+	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json.*=status:200:$LIST" &
+PIDS+=($!)
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/dead.sock"
+wait_for 10 test -S "$T/fake.sock" -a -s "$T/port" || { echo "not ok 1 - fakes did not start"; echo "1..1"; exit 1; }
+TCP_PORT=$(cat "$T/port")
+
+set_fault() { # set_fault ROUTE-ACTION ("" for none)
+	if [ -n "$1" ]; then
+		printf '/v1\\.[0-9]+/containers/json.*=%s\n' "$1" >"$T/routes.tmp"
+	else
+		: >"$T/routes.tmp"
+	fi
+	mv "$T/routes.tmp" "$T/routes"
+}
+host_for() { # host_for unix|tcp
+	if [ "$1" = tcp ]; then echo "tcp://127.0.0.1:$TCP_PORT"; else echo "unix://$T/link.sock"; fi
+}
+kb() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"; }
+healthy_now() { curl -s --max-time 1 --unix-socket "$T/a.sock" -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '"healthy":true'; }
+
+# The control agent: gating off, no runtime, same binary.
+printf '{"manifest_version":"3","name":"c","runner":"docker-compose"}\n' >"$T/ctl.json"
+"$BIN" --listen "unix:$T/ctl.sock" --compose-file "$T/ctl.json" 2>/dev/null &
+PIDS+=($!)
+wait_for 10 test -S "$T/ctl.sock" || { echo "not ok 1 - control agent did not start"; echo "1..1"; exit 1; }
+
+ROWS=()
+# fault NAME TRANSPORT ACTION ERROR-REGEX
+fault() {
+	local name=$1 transport=$2 action=$3 re=$4 host out rc start once_ms pid
+	host=$(host_for "$transport")
+	ln -sfn "$T/fake.sock" "$T/link.sock"
+	set_fault ""
+
+	# The agent starts healthy.
+	rm -f "$T/a.sock"
+	"$BIN" --listen "unix:$T/a.sock" --interval 0.3 --refresh-timeout 1 --log-level debug \
+		--compose-file "$T/app.json" --runtime-file "$T/runtime.json" \
+		--docker-host "$host" 2>"$T/$name.log" &
+	pid=$!
+	PIDS+=($pid)
+	if ! wait_for 10 healthy_now; then
+		ok 1 "$name: the agent is healthy before the fault"
+		sed 's/^/#   /' "$T/$name.log" | tail -n 5
+		kill -9 "$pid"; wait "$pid" 2>/dev/null
+		return
+	fi
+	local rss0 rss1 hwm control limit
+	rss0=$(kb "$pid" VmRSS)
+
+	# The fault starts; the gateway keeps polling through it.
+	if [ "$action" = refuse ]; then
+		ln -sfn "$T/dead.sock" "$T/link.sock"
+	else
+		set_fault "$action"
+	fi
+	local mark
+	mark=$(wc -l <"$T/$name.log")
+	local summary
+	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 6 \
+		--gap 10 --out "$T/$name.polls")
+	local polls okp p99 first
+	polls=$(sed -n 's/.*polls=\([0-9]*\).*/\1/p' <<<"$summary")
+	okp=$(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$summary")
+	p99=$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$summary")
+	first=$(sed -n 's/.*first_unhealthy_ms=\([0-9-]*\).*/\1/p' <<<"$summary")
+	control=$(sed -n 's/.*control_p99=\([0-9.]*\).*/\1/p' <<<"$summary")
+	limit=$(awk -v c="$control" -v m="$P99_MAX_MS" 'BEGIN { l = 2 * c; print (l > m ? l : m) }')
+	[ "$limit" = "$P99_MAX_MS" ] || diag "$name: the machine is loaded (control p99 ${control} ms): bound ${limit} ms"
+	rss1=$(kb "$pid" VmRSS)
+	hwm=$(kb "$pid" VmHWM)
+
+	# One refresh against the fault, timed from the outside.
+	start=$(date +%s%N)
+	out=$("$BIN" --once --refresh-timeout 1 --compose-file "$T/app.json" \
+		--runtime-file "$T/runtime.json" --docker-host "$host" 2>/dev/null)
+	rc=$?
+	once_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+
+	kill -TERM "$pid"
+	wait "$pid"
+	local stop_rc=$?
+
+	local after err
+	after=$(tail -n 1 "$T/$name.polls" | cut -d' ' -f4-)
+	err=$(sed -n 's/.*"error":"\(.*\)"}$/\1/p' <<<"$after")
+	is "$okp" "$polls" "$name: every poll answered ($okp/$polls)"
+	ok $(awk -v p="$p99" -v m="$limit" 'BEGIN { exit !(p < m) }'; echo $?) \
+		"$name: poll p99 ${p99} ms < ${limit} ms (control p99 ${control} ms)"
+	ok $([ "$first" != - ]; echo $?) "$name: the verdict turned unhealthy (after ${first} ms)"
+	like "$after" '^\{"healthy":false,"unhealthy":\[\],"error":"' \
+		"$name: healthy:false with an empty list and an error"
+	like "$err" "$re" "$name: the error says what failed"
+	# The first two failures kept the verdict: both are in the log before
+	# the verdict changed, and every poll before the change was healthy.
+	local f1 f2 fv
+	f1=$(tail -n +"$((mark + 1))" "$T/$name.log" | grep -n 'refresh failed: .*keeping the previous verdict' | head -n1 | cut -d: -f1)
+	f2=$(tail -n +"$((mark + 1))" "$T/$name.log" | grep -n 'refresh failed again (2 in a row)' | head -n1 | cut -d: -f1)
+	fv=$(tail -n +"$((mark + 1))" "$T/$name.log" | grep -n 'verdict: unhealthy' | head -n1 | cut -d: -f1)
+	ok $([ -n "$f1" ] && [ -n "$f2" ] && [ -n "$fv" ] && [ "$f1" -lt "$f2" ] && [ "$f2" -lt "$fv" ]; echo $?) \
+		"$name: failures 1 and 2 kept the verdict, the 3rd changed it (log lines ${f1:-?} < ${f2:-?} < ${fv:-?})"
+	local early
+	early=$(awk -v f="${first:--1}" '$1 < f && $0 !~ /"healthy":true/' "$T/$name.polls" | wc -l)
+	is "$early" 0 "$name: every answer before the change was the previous (healthy) verdict"
+	is "$rc" 1 "$name: --once exits 1"
+	ok $([ "$once_ms" -lt "$ONCE_MAX_MS" ]; echo $?) "$name: --once ended in ${once_ms} ms (< ${ONCE_MAX_MS})"
+	like "$out" "$re" "$name: --once names the same failure"
+	ok $([ $((hwm - rss0)) -lt "$PEAK_GROWTH_MAX_KB" ] && [ $((rss1 - rss0)) -lt "$AFTER_GROWTH_MAX_KB" ]; echo $?) \
+		"$name: memory bounded (RSS ${rss0} KiB before, peak ${hwm}, ${rss1} after)"
+	is "$stop_rc" 0 "$name: SIGTERM during the fault: exit 0"
+	ROWS+=("$(printf '%-16s | %-62.62s | %5s ms | %5s ms (%5s) | %4s/%-4s | %6s/%6s/%6s' \
+		"$name" "$err" "$once_ms" "$p99" "$control" "$okp" "$polls" "$rss0" "$hwm" "$rss1")")
+}
+
+fault refused         unix refuse            'cannot connect to unix://.*link.sock: .*refused'
+fault never-answers   unix hang              'GET /containers/json: timed out after 1 s'
+fault byte-a-second   unix "drip:1:$R/list-1.41.http" 'GET /containers/json: timed out after 1 s'
+fault garbage         unix garbage           'GET /containers/json: .*(line|HTTP)'
+fault bad-chunk-size  unix badchunk          'GET /containers/json: .*chunk'
+fault cut-mid-chunk   unix cutchunk          'GET /containers/json: .*closed in the middle of a chunked body'
+fault http-500        unix 'status:500:{"message":"Internal Server Error"}' \
+	'GET /containers/json: HTTP 500: Internal Server Error'
+fault version-too-old unix 'status:400:{"message":"client version 1.52 is too old. Minimum supported API version is 1.53, please upgrade your client to a newer version"}' \
+	'GET /containers/json: HTTP 400: client version 1.52 is too old'
+fault version-too-new unix 'status:400:{"message":"client version 1.52 is too new. Maximum supported API version is 1.41"}' \
+	'GET /containers/json: HTTP 400: client version .* is too new'
+fault body-over-cap   unix big:33554432      'GET /containers/json: .*exceeds 16777216 bytes'
+fault chunked-over-cap unix bigchunked:33554432 'GET /containers/json: .*exceeds 16777216 bytes'
+fault reset-mid-body  tcp  reset:100000      'GET /containers/json: .*(reset|closed after)'
+
+diag "fault            | verdict error (served)                                         | --once   | poll p99 (control) | polls ok  | RSS KiB before/peak/after"
+for r in "${ROWS[@]}"; do diag "$r"; done
+done_testing

@@ -1,0 +1,285 @@
+#!/bin/bash
+# End to end: every rule of the status file (spec, "health_status_file: the
+# app answers for itself") against the real binary, with --once and with a
+# long-running server answered over a unix socket; then app-compose errors.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+
+BIN=${HEALTHD_BUILD:-build}/dstack-healthd
+T=$(mktemp -d)
+SERVER_PID=
+cleanup() {
+	if [ -n "$SERVER_PID" ]; then
+		kill "$SERVER_PID" 2>/dev/null
+		wait "$SERVER_PID" 2>/dev/null
+	fi
+	rm -rf -- "$T"
+}
+trap cleanup EXIT
+
+command -v python3 >/dev/null || skip_all "python3 is needed to read the JSON answers"
+command -v curl >/dev/null || skip_all "curl is needed to ask the server"
+if [ ! -x "$BIN" ]; then
+	ok 1 "the binary $BIN exists"
+	done_testing
+	exit 1
+fi
+
+# compose PATH [OUT]: an app-compose.json gating on the status file at PATH
+# (any bytes; python3 writes them as a JSON string).
+compose() {
+	python3 - "$1" "${2:-$T/app-compose.json}" <<'EOF'
+import json, os, sys
+path = os.fsdecode(os.fsencode(sys.argv[1]))
+doc = {"manifest_version": "3", "name": "e2e", "runner": "bash",
+       "requirements": {"health_check": True, "health_status_file": path}}
+open(sys.argv[2], "w").write(json.dumps(doc))
+EOF
+}
+
+# once: runs one refresh; sets OUT (stdout), RC, and the parsed HEALTHY and
+# STATUS (the entries as "name=status" lines).
+once() {
+	OUT=$(timeout 10 "$BIN" --once --compose-file "$T/app-compose.json" \
+		--runtime-file "$T/no-runtime.json" 2>"$T/stderr")
+	RC=$?
+	AFTER=$(date +%s)
+	parse "$OUT"
+}
+
+parse() {
+	HEALTHY=$(printf '%s' "$1" | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+    print(str(d["healthy"]).lower())
+except Exception:
+    print("undecodable")')
+	STATUS=$(printf '%s' "$1" | python3 -c '
+import json, sys
+try:
+    d = json.load(sys.stdin)
+    print("\n".join(e["name"] + "=" + e["status"] for e in d["unhealthy"]))
+except Exception:
+    pass')
+	ERROR=$(printf '%s' "$1" | python3 -c '
+import json, sys
+try:
+    print(json.load(sys.stdin)["error"])
+except Exception:
+    pass')
+}
+
+now() { date +%s; }
+
+# expect DESC RC HEALTHY STATUS-REGEX: checks the last `once`.
+expect() {
+	is "$RC" "$2" "$1: exit status $2"
+	is "$HEALTHY" "$3" "$1: healthy is $3"
+	if [ "$3" = true ]; then
+		is "$STATUS" "" "$1: no entries"
+	else
+		like "$STATUS" "^<health_file>=$4\$" "$1: the reason"
+	fi
+}
+
+# expect_refused DESC ERROR-REGEX: anything but a regular file is refused
+# outright: the refresh fails (error set, no entries), it is not judged.
+expect_refused() {
+	is "$RC" 1 "$1: exit status 1"
+	is "$HEALTHY" false "$1: healthy is false"
+	is "$STATUS" "" "$1: no entries (refused, not judged)"
+	like "$ERROR" "^$2\$" "$1: the error names it"
+}
+
+S=$T/st/health
+mkdir -p "$T/st"
+compose "$S"
+
+# --- content rules ---------------------------------------------------------
+printf 'healthy\n%s\n' "$(now)" >"$S"; once
+expect "fresh healthy" 0 true
+like "$OUT" '^\{"healthy":true,"unhealthy":\[\],"error":""\}$' "the healthy answer is the full JSON"
+
+printf 'unhealthy\n%s\n' "$(now)" >"$S"; once
+expect "unhealthy word" 1 false "the app reports unhealthy"
+
+printf 'HeAlThY\r\n%s\r\n' "$(now)" >"$S"; once
+expect "mixed case with CRLF" 0 true
+
+printf 'healthy\n%s\n' "$(( $(now) - 61 ))" >"$S"; once
+expect "stale 61 s" 1 false "written 6[1-9] s ago; older than 60 s counts as unhealthy"
+
+# Exactly 60 s is fresh. The agent reads its own clock, so the case counts
+# only when no second boundary passed during the run; try a few times.
+exact=
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+	before=$(now)
+	printf 'healthy\n%s\n' "$((before - 60))" >"$S"; once
+	# Only a run that began and ended within the same second judged an
+	# age of exactly 60 s.
+	[ "$AFTER" = "$before" ] || continue
+	exact=$HEALTHY
+	break
+done
+is "$exact" true "exactly 60 s old is fresh"
+
+printf 'healthy\n%s\n' "$(( $(now) + 3600 ))" >"$S"; once
+expect "a time in the future is fresh" 0 true
+
+rm -f "$S"; once
+expect "missing file" 1 false "status file .*/st/health does not exist"
+
+: >"$S"; once
+expect "empty file" 1 false "the status file is empty"
+
+printf 'healthy\n' >"$S"; once
+expect "one line only" 1 false "the status file has only one line; line 2 must be the Unix timestamp at which it was written"
+
+printf 'healthy\nsoon\n' >"$S"; once
+expect "bad number" 1 false "line 2 is not a Unix timestamp in seconds"
+
+printf 'healthy\n99999999999999999999\n' >"$S"; once
+expect "number overflow" 1 false "line 2 is not a Unix timestamp in seconds"
+
+printf 'fine\n%s\n' "$(now)" >"$S"; once
+expect "unknown word" 1 false "line 1 is neither healthy nor unhealthy"
+
+printf 'healthy\n%s\nmore\n' "$(now)" >"$S"; once
+expect "a third line" 1 false "the status file has more than two lines"
+
+# --- the bytes are never quoted back ----------------------------------------
+MARK=e2eMARKER7f3a
+for body in "$MARK\n%s\n" "healthy\n${MARK}\n" "healthy\n%s\n$MARK\n" "$MARK"; do
+	# shellcheck disable=SC2059
+	printf "$body" "$(now)" >"$S"; once
+	ok "$([[ "$OUT$(cat "$T/stderr")" != *"$MARK"* ]]; echo $?)" \
+		"the file's bytes are not in the answer ($STATUS)"
+done
+
+# --- what sits at the path --------------------------------------------------
+mkdir -p "$T/real"
+printf 'healthy\n%s\n' "$(now)" >"$T/real/health"
+ln -s "$T/real/health" "$T/st/link"
+compose "$T/st/link"; once
+expect "symlink followed" 0 true
+
+ln -s "$T/real" "$T/linkdir"
+compose "$T/linkdir/health"; once
+expect "symlinked parent directory followed" 0 true
+
+ln -s "$T/real" "$T/st/dirlink"
+compose "$T/st/dirlink"; once
+expect_refused "symlink to a directory refused" "status file .*/st/dirlink is a directory; it must be a regular file"
+
+compose "$T/real"; once
+expect_refused "a directory refused" "status file .*/real is a directory; it must be a regular file"
+
+compose /dev/null; once
+expect_refused "a device refused" "status file /dev/null is a character device; it must be a regular file"
+
+{ printf 'healthy\n%s\n' "$(now)"; head -c 4096 /dev/zero | tr '\0' '\n'; } >"$T/st/big"
+compose "$T/st/big"; once
+expect "file over 4096 bytes" 1 false "status file .*/st/big is larger than 4096 bytes"
+
+{ printf 'healthy\n%s\n' "$(now)"; head -c 100 /dev/zero | tr '\0' '\n'; } >"$T/st/small"
+compose "$T/st/small"; once
+expect "trailing blank lines accepted" 0 true
+
+# Non-ASCII bytes in the path are shown as '?'; control characters are
+# refused when app-compose.json is read (below).
+compose "$T/st/caf$(printf '\xc3\xa9')"; once
+expect "non-ASCII path shown cleaned" 1 false "status file .*/st/caf\?\? does not exist"
+
+# A path longer than 256 bytes is cut.
+long=$T/$(printf 'a%.0s' $(seq 200))/$(printf 'b%.0s' $(seq 200))/health
+compose "$long"; once
+expect "very long path" 1 false "status file .*\.\.\. does not exist"
+ok "$([[ "$STATUS" != *"$long"* && ${#STATUS} -lt 340 ]]; echo $?)" \
+	"the long path is cut at 256 bytes (${#STATUS} bytes shown)"
+
+# A FIFO with no writer is refused, and never blocks: --once first.
+mkfifo "$T/st/fifo"
+compose "$T/st/fifo"
+start=$(date +%s%N); once; took=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_refused "FIFO refused" "status file .*/st/fifo is a FIFO; it must be a regular file"
+ok "$([ "$took" -lt 3000 ]; echo $?)" "a FIFO does not stall --once (${took} ms)"
+
+# --- the long-running server --------------------------------------------------
+ask() {
+	curl --unix-socket "$T/sock" -s --max-time 1 -X POST \
+		'http://x/prpc/v1/Health?json' -d '{}'
+}
+says() { ask | grep -q -- "$1"; }
+
+"$BIN" --listen "unix:$T/sock" --compose-file "$T/app-compose.json" \
+	--runtime-file "$T/no-runtime.json" --interval 0.2 2>"$T/server.log" &
+SERVER_PID=$!
+ok "$(wait_for 10 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
+ok "$(wait_for 5 says 'is a FIFO'; echo $?)" "the server reports the FIFO"
+# Several refresh periods with the FIFO in place: every poll is answered
+# within 1 s, so no thread is parked on the FIFO.
+slow=0
+for _ in $(seq 10); do
+	ans=$(ask) || slow=$((slow + 1))
+	[[ "$ans" == *'is a FIFO; it must be a regular file'* ]] || slow=$((slow + 1))
+	sleep 0.1
+done
+is "$slow" 0 "10 polls with the FIFO in place each answered within 1 s"
+# The refresh thread still runs: replace the FIFO and the verdict follows.
+printf 'healthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
+ok "$(wait_for 5 says '"healthy":true'; echo $?)" "after the FIFO is replaced the server reports healthy"
+parse "$(ask)"
+is "$HEALTHY" true "the server's answer decodes as healthy"
+printf 'unhealthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
+ok "$(wait_for 5 says 'the app reports unhealthy'; echo $?)" "a rename-in-place update is seen"
+printf 'healthy\n%s\n' "$(( $(now) - 120 ))" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
+ok "$(wait_for 5 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+
+# --- app-compose.json errors: exit 2, naming the file and the field ----------
+# config_error DESC JSON FIELD-MESSAGE-REGEX
+config_error() {
+	printf '%s' "$2" >"$T/bad-compose.json"
+	timeout 10 "$BIN" --once --compose-file "$T/bad-compose.json" \
+		--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
+	is "$?" 2 "$1: exit status 2"
+	like "$(cat "$T/err")" "bad-compose\.json: $3" "$1: names the file and the field"
+}
+config_error "relative status file" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"dstack/health"}}' \
+	'requirements\.health_status_file: must be an absolute path'
+config_error "control characters in the status file path" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"/a\u001b[31mb"}}' \
+	'requirements\.health_status_file: must not contain control characters'
+config_error "empty status file path" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":""}}' \
+	'requirements\.health_status_file: must be an absolute path'
+config_error "status file path not a string" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":7}}' \
+	'requirements\.health_status_file: must be a string, not a number'
+config_error "unknown requirement" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_file":"/x"}}' \
+	'requirements\.health_file: unknown field'
+config_error "health_check not a boolean" \
+	'{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":"yes"}}' \
+	'requirements\.health_check: must be true or false'
+config_error "requirements below manifest version 3" \
+	'{"manifest_version":2,"runner":"docker-compose","requirements":{"health_check":true}}' \
+	'requirements: needs manifest_version "3" or later'
+config_error "bash runner gating without a status file" \
+	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true}}' \
+	'requirements\.health_check: runner "bash" has no Compose containers to judge'
+config_error "missing runner" '{"manifest_version":"3"}' 'runner: missing'
+config_error "missing manifest_version" '{"runner":"bash"}' 'manifest_version: missing'
+config_error "not JSON" '{"manifest_version":' 'truncated JSON'
+
+timeout 10 "$BIN" --once --compose-file "$T/nowhere.json" \
+	--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
+is "$?" 2 "missing app-compose.json: exit status 2"
+like "$(cat "$T/err")" 'nowhere\.json: (does not exist|cannot be read)' "missing app-compose.json: names the file"
+
+done_testing

@@ -1,0 +1,139 @@
+#!/bin/bash
+# What the app (or whoever can write where its status file lives) can put at
+# the health_status_file path, through the real binary: a FIFO with no
+# writer, symlinks to /dev/zero, to a directory and in a loop, a socket, a
+# huge sparse file, a file rewritten in place while it is read, a path whose
+# parent disappears or becomes a file. For each: --once answers within 1 s
+# with exit 1 and a reason naming the rule, never the file's bytes; and a
+# long-running agent (its path's parent is a symlink we swap) turns to the
+# same reason within two refreshes while every gateway poll is answered.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+B=${HEALTHD_BUILD:-build}
+BIN=$B/dstack-healthd
+POLL=tests/fakes/gateway_poll.py
+[ -x "$BIN" ] || skip_all "$BIN not built"
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+ONCE_MAX_MS=1000
+
+T=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+# The app names $T/p/health; $T/p points at the case being played.
+printf '{"manifest_version":"3","name":"t","runner":"bash","requirements":{"health_check":true,"health_status_file":"%s/p/health"}}\n' \
+	"$T" >"$T/app.json"
+mkdir "$T/good"
+printf 'healthy\n%s\n' "$(date +%s)" >"$T/good/health"
+ln -s "$T/good" "$T/p"
+
+"$BIN" --listen "unix:$T/a.sock" --interval 0.2 --compose-file "$T/app.json" 2>"$T/agent.log" &
+AGENT=$!
+PIDS+=($AGENT)
+health() { curl -s --max-time 2 --unix-socket "$T/a.sock" -X POST 'http://x/prpc/v1/Health?json' -d '{}'; }
+says() { health | grep -Eq -- "$1"; }
+wait_for 10 says '"healthy":true' || { echo "not ok 1 - the agent did not start healthy"; echo "1..1"; exit 1; }
+rss0=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$AGENT/status")
+
+ROWS=()
+# attack NAME REASON-REGEX: the case directory $T/c-NAME is already built.
+attack() {
+	local name=$1 re=$2 out rc start ms summary
+	start=$(date +%s%N)
+	out=$(ln -sfn "$T/c-$name" "$T/p" && timeout 10 "$BIN" --once --compose-file "$T/app.json")
+	rc=$?
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	is "$rc" 1 "$name: --once exits 1"
+	ok $([ "$ms" -lt "$ONCE_MAX_MS" ]; echo $?) "$name: --once answered in ${ms} ms (< ${ONCE_MAX_MS})"
+	like "$out" "^\\{\"healthy\":false,\"unhealthy\":\\[\\{\"name\":\"<health_file>\",\"status\":\"[^\"]*$re" \
+		"$name: the reason names the rule"
+	# Long-running: the change shows within a few refreshes, and the
+	# gateway is answered throughout.
+	summary=$(python3 "$POLL" --unix "$T/a.sock" --duration 1 --gap 20)
+	ok $(wait_for 2 says "$re"; echo $?) "$name: the served verdict says so too"
+	ok $(grep -q 'polls=\([0-9]*\) ok=\1 ' <<<"$summary"; echo $?) "$name: every poll answered ($summary)"
+	ROWS+=("$(printf '%-18s | %4s ms | %s' "$name" "$ms" "$(sed 's/.*"status":"\([^"]*\)".*/\1/' <<<"$out")")")
+}
+
+mkdir "$T/c-fifo" && mkfifo "$T/c-fifo/health"
+attack fifo 'is a FIFO; it must be a regular file'
+
+mkdir "$T/c-devzero" && ln -s /dev/zero "$T/c-devzero/health"
+attack devzero 'is a character device; it must be a regular file'
+
+mkdir -p "$T/c-directory/health"
+attack directory 'is a directory; it must be a regular file'
+
+L=$T/c-symlink-loop
+mkdir "$L" && ln -s "$L/other" "$L/health" && ln -s "$L/health" "$L/other"
+attack symlink-loop 'too many levels of symbolic links'
+
+mkdir "$T/c-socket" && python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/c-socket/health"
+attack socket 'is a socket; it must be a regular file'
+
+mkdir "$T/c-huge-sparse" && truncate -s 64G "$T/c-huge-sparse/health"
+attack huge-sparse 'is larger than 4096 bytes'
+
+# Exactly 4096 bytes is read and judged (here: stale); one more is refused.
+F=$T/c-full-4096-stale
+mkdir "$F" && { printf 'healthy\n1\n'; head -c 4086 /dev/zero | tr '\0' ' '; } >"$F/health"
+attack full-4096-stale 'written [0-9]+ s ago'
+
+# $T/p is left pointing at a directory that does not exist.
+attack parent-gone 'does not exist'
+
+printf 'x' >"$T/c-parent-is-file"
+attack parent-is-file 'does not exist .a component of its parent is not a directory.'
+
+# Rewritten in place while read: a writer truncates and rewrites the file as
+# fast as it can; every answer is a verdict (healthy, or one of the rules a
+# half-written file breaks), none is a hang, none quotes the bytes.
+mkdir "$T/c-rewrite"
+printf 'healthy\n%s\n' "$(date +%s)" >"$T/c-rewrite/health"
+ln -sfn "$T/c-rewrite" "$T/p"
+python3 -c '
+import os, sys, time
+p, end = sys.argv[1], time.monotonic() + 4
+with open(p, "r+b", buffering=0) as f:
+    while time.monotonic() < end:
+        f.seek(0); f.truncate(0)
+        f.write(b"healthy\n"); f.write(b"%d\n" % int(time.time()))
+' "$T/c-rewrite/health" &
+WRITER=$!
+PIDS+=($WRITER)
+bad=0 n=0 healthy=0 maxms=0
+for i in $(seq 1 40); do
+	start=$(date +%s%N)
+	out=$(timeout 5 "$BIN" --once --compose-file "$T/app.json")
+	ms=$(( ($(date +%s%N) - start) / 1000000 ))
+	[ "$ms" -gt "$maxms" ] && maxms=$ms
+	n=$((n + 1))
+	case "$out" in
+	'{"healthy":true,"unhealthy":[],"error":""}') healthy=$((healthy + 1)) ;;
+	*'"status":"the status file is empty"'* | *'"status":"the status file has only one line'* | \
+	*'"status":"line 2 is not a Unix timestamp in seconds"'*) ;;
+	*) bad=$((bad + 1)); echo "#   unexpected: $out" ;;
+	esac
+done
+summary=$(python3 "$POLL" --unix "$T/a.sock" --duration 1 --gap 20)
+wait "$WRITER"
+is "$bad" 0 "rewritten in place: $n answers, $healthy healthy, the rest a half-written file's rule"
+ok $([ "$maxms" -lt "$ONCE_MAX_MS" ]; echo $?) "rewritten in place: slowest --once ${maxms} ms"
+ok $(grep -q 'polls=\([0-9]*\) ok=\1 ' <<<"$summary"; echo $?) "rewritten in place: every poll answered ($summary)"
+ROWS+=("$(printf '%-18s | %4s ms | %s' rewritten-in-place "$maxms" "$healthy/$n healthy, the rest empty/one line/bad timestamp")")
+
+rss1=$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$AGENT/status")
+ok $([ $((rss1 - rss0)) -lt 2048 ]; echo $?) "no unbounded read: RSS ${rss0} KiB before, ${rss1} KiB after"
+ok $(kill -0 "$AGENT"; echo $?) "the long-running agent is still running"
+ok $(! grep -q 'healthy\\n1\|^ \{20\}' "$T/agent.log"; echo $?) "the agent's log quotes no file bytes"
+kill -TERM "$AGENT"
+wait "$AGENT"
+is "$?" 0 "SIGTERM: exit 0"
+diag "attack             | --once  | reason"
+for r in "${ROWS[@]}"; do diag "$r"; done
+done_testing

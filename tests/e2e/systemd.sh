@@ -1,0 +1,242 @@
+#!/bin/bash
+# The package under a real systemd (DESIGN.md §6): systemd as PID 1 in a
+# container made from a debootstrapped Debian 12 (cached per machine, see
+# tests/lib/rootfs.sh), on a private dockerd of this test's own. The .deb from
+# `make deb` is installed with dpkg -i; the unit must reach active (running)
+# with its hardening in force, answer /prpc/v1/Health, carry the verdict in
+# its StatusText, ping the watchdog, log a healthy -> unhealthy -> healthy
+# cycle to the journal in a few lines, come back after a crash, stop cleanly,
+# and serve through dstack-healthd.socket when that is enabled.
+#
+# When no systemd can be had (no root, no dockerd, no network for debootstrap,
+# a container in which systemd does not come up), the test skips and says why.
+# It builds its own package, so the sanitizer build has nothing to add:
+# tests/run: once
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+. tests/lib/rootfs.sh
+
+[ "$(id -u)" = 0 ] || skip_all "needs root (dockerd, debootstrap)"
+for c in dockerd debootstrap dpkg-buildpackage dh curl; do
+	command -v "$c" >/dev/null 2>&1 || skip_all "$c is not installed"
+done
+DOCKER=/usr/bin/docker
+[ -x "$DOCKER" ] || skip_all "$DOCKER is not installed"
+
+T=$(mktemp -d)
+DOCKERD_PID=""
+C=healthd-systemd
+cleanup() {
+	if [ -n "$DOCKERD_PID" ]; then
+		$D rm -f "$C" >/dev/null 2>&1
+		kill -TERM "$DOCKERD_PID" 2>/dev/null
+		wait_for 20 sh -c "! kill -0 $DOCKERD_PID 2>/dev/null" ||
+			kill -KILL "$DOCKERD_PID" 2>/dev/null
+		wait "$DOCKERD_PID" 2>/dev/null
+		# The shims may leave mounts under the exec root behind.
+		grep -o " $T/[^ ]*" /proc/self/mounts | sort -r |
+			while read -r m; do umount -l "$m" 2>/dev/null; done
+	fi
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+# --- the root, the private dockerd, systemd; then the package --------------
+TAR=$(rootfs_tarball 2>"$T/rootfs.err") ||
+	skip_all "no Debian root for systemd: $(tr '\n' ' ' <"$T/rootfs.err")"
+
+D="$DOCKER -H unix://$T/docker.sock"
+dockerd --host "unix://$T/docker.sock" --data-root "$T/data" --exec-root "$T/exec" \
+	--pidfile "$T/docker.pid" --bridge=none --iptables=false --ip-masq=false \
+	>"$T/dockerd.log" 2>&1 &
+DOCKERD_PID=$!
+wait_for 30 $D version ||
+	skip_all "the private dockerd did not come up: $(tail -n 3 "$T/dockerd.log" | tr '\n' ' ')"
+$D import "$TAR" healthd-systemd:1 >/dev/null 2>"$T/import.err" ||
+	skip_all "docker import of the root failed: $(cat "$T/import.err")"
+
+# DESIGN.md §6: these flags, not --privileged (a capability is missing from
+# the bounding set on these machines).
+if ! $D run -d --name "$C" --network none --cap-add SYS_ADMIN \
+	--security-opt seccomp=unconfined --cgroupns=host \
+	-v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock \
+	-v "$T/docker.sock:/dockerd.sock" \
+	-e container=docker healthd-systemd:1 /lib/systemd/systemd >/dev/null 2>"$T/run.err"; then
+	skip_all "the systemd container did not start: $(cat "$T/run.err")"
+fi
+booted() {
+	case "$($D exec "$C" systemctl is-system-running 2>/dev/null)" in
+	running | degraded) return 0 ;;
+	esac
+	return 1
+}
+if ! wait_for 60 booted; then
+	diag "$($D exec "$C" systemctl --failed --no-pager 2>&1)"
+	skip_all "systemd as PID 1 did not finish booting in 60 s: $($D logs "$C" 2>&1 | tail -n 3 | tr '\n' ' ')"
+fi
+ok 0 "systemd runs as PID 1 in the container ($($D exec "$C" systemctl is-system-running))"
+
+make -s deb BUILD="$T/deb" >"$T/deb.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/deb.log"
+is "$rc" 0 "make deb builds the package"
+DEB=$(ls "$T"/deb/dstack-healthd_*.deb 2>/dev/null)
+[ -n "$DEB" ] || { done_testing; exit 1; }
+
+# --- install: a status-file app, then the .deb ------------------------------
+in_c() { $D exec "$C" "$@"; }
+put() { $D exec -i "$C" sh -c "mkdir -p \"\$(dirname '$1')\" && cat >'$1'"; }
+write_status() {
+	in_c sh -c "printf '%s\n%s\n' $1 \$(date +%s) >/dstack/health.tmp && mv /dstack/health.tmp /dstack/health"
+}
+put /dstack/.host-shared/app-compose.json <<'JSON'
+{"manifest_version": "3", "name": "systemd-test", "runner": "bash",
+ "requirements": {"health_check": true, "health_status_file": "/dstack/health"}}
+JSON
+# A refresh a second and the watchdog at 2 s, to see several of each quickly;
+# the rest of the unit is as shipped.
+echo '{"interval": 1}' | put /etc/dstack/healthd.json
+printf '[Service]\nWatchdogSec=2\n' | put /etc/systemd/system/dstack-healthd.service.d/test.conf
+write_status healthy
+
+$D cp "$DEB" "$C:/tmp/healthd.deb"
+in_c dpkg -i /tmp/healthd.deb >"$T/dpkg.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/dpkg.log"
+is "$rc" 0 "dpkg -i installs the package"
+is "$(in_c systemctl is-enabled dstack-healthd.service 2>&1)" enabled "the service is enabled"
+is "$(in_c systemctl is-enabled dstack-healthd.socket 2>&1)" disabled "the socket unit is installed, not enabled"
+
+prop() { in_c systemctl show -P "$2" "$1" 2>/dev/null; }
+running() { [ "$(prop dstack-healthd.service SubState)" = running ]; }
+wait_for 20 running
+ok $? "the service reaches active (running)"
+if ! running; then
+	diag "$(in_c systemctl status --no-pager -l dstack-healthd 2>&1)"
+	diag "$(in_c journalctl -b --no-pager -n 30 2>&1)"
+fi
+like "$(in_c systemctl status --no-pager dstack-healthd 2>&1 | grep 'Active:')" \
+	'active \(running\)' "systemctl status says active (running)"
+is "$(prop dstack-healthd.service Type)" notify "Type=notify"
+is "$(prop dstack-healthd.service NRestarts)" 0 "no restart so far"
+
+health() { in_c curl -s --max-time 2 -X POST 'http://127.0.0.1:8090/prpc/v1/Health?json' -d '{}'; }
+status_is() { prop dstack-healthd.service StatusText | grep -Eq "$1"; }
+wait_for 10 status_is '^healthy'
+ok $? "StatusText (STATUS=) says healthy"
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "/prpc/v1/Health answers healthy inside the container"
+
+# The watchdog: with WatchdogSec=2 the loop pings every second; systemd keeps
+# the time of the last ping.
+wd0=$(prop dstack-healthd.service WatchdogTimestampMonotonic)
+wd_moved() { [ "$(prop dstack-healthd.service WatchdogTimestampMonotonic)" != "$wd0" ]; }
+wait_for 5 wd_moved
+ok $? "systemd receives WATCHDOG=1 (WatchdogUSec=$(prop dstack-healthd.service WatchdogUSec))"
+
+# The hardening is in force on the running process.
+pid=$(prop dstack-healthd.service MainPID)
+is "$(in_c awk '/^CapEff/ { print $2 }' "/proc/$pid/status")" 0000000000000000 "the agent runs with no capability"
+is "$(in_c awk '/^NoNewPrivs/ { print $2 }' "/proc/$pid/status")" 1 "NoNewPrivileges is set"
+
+# --- the journal for healthy -> unhealthy -> healthy ------------------------
+write_status unhealthy
+wait_for 10 status_is '^unhealthy'
+ok $? "StatusText follows the verdict to unhealthy"
+like "$(health)" '^\{"healthy":false,"unhealthy":\[\{"name":"<health_file>"' "Health answers unhealthy"
+write_status healthy
+wait_for 10 status_is '^healthy'
+ok $? "StatusText follows the verdict back to healthy"
+# Three more pings are three more refreshes, none of which may log.
+wd0=$(prop dstack-healthd.service WatchdogTimestampMonotonic)
+for _ in 1 2 3; do
+	wait_for 5 wd_moved
+	wd0=$(prop dstack-healthd.service WatchdogTimestampMonotonic)
+done
+in_c journalctl --no-pager -u dstack-healthd -o verbose >"$T/journal.verbose" 2>&1
+in_c journalctl --no-pager -u dstack-healthd -o short-precise >"$T/journal.short" 2>&1
+diag "journal of the unit (-o short-precise):"
+sed 's/^/#   /' "$T/journal.short"
+diag "the agent's entries (-o verbose, its own fields):"
+awk '/^[A-Z][a-z][a-z] / { if (e) print "#   " e; e = "" }
+	/^    (PRIORITY|MESSAGE|HEALTHD_[A-Z_]+|SYSLOG_IDENTIFIER)=/ { sub(/^    /, ""); e = e (e ? "  " : "") $0 }
+	END { if (e) print "#   " e }' "$T/journal.verbose" | grep 'SYSLOG_IDENTIFIER=dstack-healthd'
+agent_lines=$(grep -c ' dstack-healthd\[[0-9]*\]: ' "$T/journal.short")
+verdict_lines=$(grep -c '^    HEALTHD_VERDICT=' "$T/journal.verbose")
+is "$verdict_lines" 3 "three verdict lines for healthy, unhealthy, healthy"
+[ "$agent_lines" -le 5 ]
+ok $? "the agent wrote $agent_lines lines in all, not one per refresh"
+# Each verdict entry: its PRIORITY and HEALTHD_VERDICT, in order.
+pairs=$(awk '/^[A-Z][a-z][a-z] / { p = ""; v = "" }
+	/^    PRIORITY=/ { p = substr($1, 10) }
+	/^    HEALTHD_VERDICT=/ { print substr($1, 17) "/" p }' "$T/journal.verbose" | tr '\n' ' ')
+is "$pairs" "healthy/5 unhealthy/4 healthy/5 " "verdicts logged at notice, warning, notice with HEALTHD_VERDICT"
+grep -q '^    HEALTHD_COMPOSE_HASH=[0-9a-f]\{64\}$' "$T/journal.verbose"
+ok $? "the start line carries HEALTHD_COMPOSE_HASH"
+
+# --- reload, crash, stop ----------------------------------------------------
+in_c systemctl reload dstack-healthd
+ok $? "systemctl reload (SIGHUP) succeeds"
+is "$(prop dstack-healthd.service SubState)" running "still running after the reload"
+
+pid=$(prop dstack-healthd.service MainPID)
+in_c systemctl kill -s SIGKILL dstack-healthd
+new_pid() { running && [ "$(prop dstack-healthd.service MainPID)" != "$pid" ]; }
+wait_for 15 new_pid
+ok $? "Restart=always brings a killed agent back"
+is "$(prop dstack-healthd.service NRestarts)" 1 "NRestarts counts it"
+
+in_c systemctl stop dstack-healthd
+is "$(prop dstack-healthd.service ActiveState)" inactive "systemctl stop stops it"
+is "$(prop dstack-healthd.service Result)" success "and it stopped cleanly (Result=success, not a timeout or a kill)"
+
+# --- socket activation ------------------------------------------------------
+in_c systemctl start dstack-healthd.socket
+is "$(prop dstack-healthd.socket ActiveState)" active "dstack-healthd.socket listens"
+is "$(prop dstack-healthd.service ActiveState)" inactive "the service is not started before a connection"
+wait_for 10 sh -c "$D exec $C curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health | grep -q healthy"
+ok $? "a connection to port 8090 starts the service, which answers on the passed socket"
+is "$(prop dstack-healthd.service SubState)" running "the socket-activated service is running"
+in_c journalctl --no-pager -u dstack-healthd -n 20 -o cat >"$T/journal.act" 2>&1
+# The unit's --listen default is 0.0.0.0:8090; the socket unit's is [::]:8090.
+like "$(grep 'serving on' "$T/journal.act" | tail -n1)" 'serving on \[::\]:8090;' \
+	"the socket-activated agent serves on the socket systemd passed, not its own"
+pid=$(prop dstack-healthd.service MainPID)
+in_c systemctl restart dstack-healthd
+wait_for 10 sh -c "$D exec $C curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health | grep -q healthy"
+ok $? "after a restart the socket still answers"
+
+# --- the Docker source through the unit's sandbox ---------------------------
+# The private dockerd's socket is in the container as /dockerd.sock; linked
+# to the default /var/run/docker.sock, the agent reaches it with no flag. An
+# app container (static busybox) with a healthcheck that passes once /ok
+# exists, labelled as Compose would.
+if [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; then
+	mkdir -p "$T/bb/bin"
+	cp /bin/busybox "$T/bb/bin/busybox"
+	ln -s busybox "$T/bb/bin/sh"
+	tar -C "$T/bb" -cf "$T/bb.tar" .
+	$D import "$T/bb.tar" healthd-bb:1 >/dev/null
+	$D run -d --name sdapp-web --network none --label com.docker.compose.project=sdapp \
+		--label com.docker.compose.service=web --health-cmd 'test -e /ok' \
+		--health-interval 1s --health-retries 1 healthd-bb:1 /bin/busybox sleep 3600 >/dev/null
+	in_c ln -sf /dockerd.sock /run/docker.sock
+	echo '{"namespace": "", "project": "sdapp", "snapshotter": ""}' |
+		put /run/dstack/app-compose-runtime.json
+	put /dstack/.host-shared/app-compose.json <<'JSON'
+{"manifest_version": "3", "name": "sdapp", "runner": "docker-compose",
+ "requirements": {"health_check": true}}
+JSON
+	in_c systemctl restart dstack-healthd.service
+	wait_for 15 status_is '^unhealthy: (sdapp-)?web: (starting|unhealthy)'
+	ok $? "through the sandbox, the Docker socket is reached: web is not healthy yet ($(prop dstack-healthd.service StatusText))"
+	$D exec sdapp-web /bin/busybox touch /ok
+	wait_for 15 status_is '^healthy'
+	ok $? "web's healthcheck passes and the verdict follows ($(prop dstack-healthd.service StatusText))"
+	is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "/prpc/v1/Health answers healthy from Docker"
+	$D rm -f sdapp-web >/dev/null
+else
+	diag "no static /bin/busybox: the Docker source under the unit is not checked"
+fi
+
+done_testing

@@ -1,0 +1,311 @@
+# A private, real dockerd for the end-to-end tests (sourced after tap.sh).
+#
+# dockerd_start makes a short mktemp -d folder $DH_T (unix socket paths must
+# fit in 108 bytes, and containerd puts its own sockets under the exec root),
+# starts dockerd there with no bridge and no iptables, exports DOCKER_HOST for
+# /usr/bin/docker and docker-compose 1.29, and builds two images from the
+# static busybox: healthd-test:1 (no healthcheck) and healthd-test-hc:1 (an
+# image-level HEALTHCHECK, 1 s interval). It installs an EXIT trap that stops
+# every process registered with dh_track, then the daemon, unmounts what the
+# shims left under $DH_T and removes it. Containers need network_mode: none.
+#
+# It installs nothing: when dockerd, the docker CLI, docker-compose or a
+# static busybox is missing, the whole test is skipped.
+#
+# The agent helpers (healthd_*) run $HEALTHD_BUILD/dstack-healthd against it.
+
+DH_DOCKER=/usr/bin/docker
+DH_T=
+DH_DOCKERD_PID=
+DH_PIDS=
+DH_STOPPED=
+
+dh_now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# dh_track PID: a process this test started, stopped by the EXIT trap.
+dh_track() { DH_PIDS="$DH_PIDS $1"; }
+
+# dh_child PID: PID is a live child of this shell. A pid that bash has
+# already reaped may belong to someone else by now (and `jobs -p` still
+# lists finished jobs, so it cannot tell).
+dh_child() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1,2)
+	[ -n "$st" ] && [ "${st% *}" != Z ] && [ "${st#* }" = "$$" ]
+}
+
+# dh_kill PID: TERM, wait up to 10 s, then KILL, and reap. Only a live child
+# of this shell is signalled.
+dh_kill() {
+	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; }
+	kill -TERM "$1" 2>/dev/null
+	if ! wait_for 10 dh_gone "$1"; then
+		diag "pid $1 ignored SIGTERM for 10 s, killing it"
+		kill -KILL "$1" 2>/dev/null
+	fi
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+# A zombie child still answers kill -0; a process that is gone or a zombie
+# counts as gone.
+dh_gone() {
+	[ -e "/proc/$1" ] || return 0
+	case "$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)" in
+	Z | X | "") return 0 ;;
+	esac
+	return 1
+}
+
+dh_ping() {
+	curl -fs --max-time 2 --unix-socket "$DH_T/docker.sock" http://d/_ping \
+		>/dev/null 2>&1
+}
+
+dh_skip_unless_usable() {
+	[ "$(id -u)" = 0 ] || skip_all "dockerd needs root"
+	command -v dockerd >/dev/null 2>&1 || skip_all "dockerd is not installed"
+	[ -x "$DH_DOCKER" ] || skip_all "$DH_DOCKER is not installed"
+	command -v docker-compose >/dev/null 2>&1 ||
+		skip_all "docker-compose is not installed"
+	command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
+	command -v jq >/dev/null 2>&1 || skip_all "jq is not installed"
+	[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
+	# The image has no libc: only a static busybox runs in it.
+	if ldd /bin/busybox >/dev/null 2>&1; then
+		skip_all "/bin/busybox is not static (install busybox-static)"
+	fi
+}
+
+# dockerd_launch: start dockerd on $DH_T (again, on the same data root, when
+# it was halted) and wait for /_ping. Returns non-zero, with the log's tail
+# as diagnostics, when it does not come up within 30 s.
+dockerd_launch() {
+	dockerd --host "unix://$DH_T/docker.sock" --data-root "$DH_T/data" \
+		--exec-root "$DH_T/exec" --pidfile "$DH_T/docker.pid" \
+		--bridge=none --iptables=false --ip-masq=false \
+		${DH_DOCKERD_ARGS:-} >>"$DH_T/dockerd.log" 2>&1 &
+	DH_DOCKERD_PID=$!
+	if ! wait_for 30 dh_ping_or_dead; then
+		diag "dockerd did not answer /_ping within 30 s"
+	fi
+	if ! dh_ping; then
+		tail -n 20 "$DH_T/dockerd.log" | sed 's/^/# dockerd: /'
+		return 1
+	fi
+	return 0
+}
+
+dh_ping_or_dead() { dh_ping || dh_gone "$DH_DOCKERD_PID"; }
+
+# dockerd_halt: stop the daemon only (containers and data stay), by its pid.
+dockerd_halt() {
+	[ -n "$DH_DOCKERD_PID" ] || return 0
+	kill -TERM "$DH_DOCKERD_PID" 2>/dev/null
+	dockerd_wait_exit
+}
+
+# dockerd_wait_exit: after a TERM was sent, wait up to 30 s, then KILL.
+dockerd_wait_exit() {
+	[ -n "$DH_DOCKERD_PID" ] || return 0
+	if ! wait_for 30 dh_gone "$DH_DOCKERD_PID"; then
+		diag "dockerd ignored SIGTERM for 30 s, killing it"
+		kill -KILL "$DH_DOCKERD_PID" 2>/dev/null
+	fi
+	wait "$DH_DOCKERD_PID" 2>/dev/null
+	DH_DOCKERD_PID=
+}
+
+dh_make_images() {
+	local r="$DH_T/rootfs"
+	mkdir -p "$r/bin" || return 1
+	cp /bin/busybox "$r/bin/busybox" || return 1
+	# A link for every applet but busybox itself, made by busybox in one
+	# process (a fork per link costs seconds on a loaded machine).
+	chroot "$r" /bin/busybox --install -s /bin || return 1
+	[ -L "$r/bin/sh" ] && [ ! -L "$r/bin/busybox" ] || return 1
+	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' - \
+		healthd-test:1 >/dev/null || return 1
+	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' \
+		--change 'HEALTHCHECK --interval=1s --timeout=30s --retries=100 CMD true' \
+		- healthd-test-hc:1 >/dev/null || return 1
+}
+
+dockerd_start() {
+	dh_skip_unless_usable
+	DH_T=$(mktemp -d /tmp/dh.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
+	trap dh_exit EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+	export DOCKER_HOST="unix://$DH_T/docker.sock"
+	# docker-compose 1.29 must not pick up a user's config or context.
+	export DOCKER_CONFIG="$DH_T/cli"
+	unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH
+	mkdir -p "$DH_T/cli"
+	if ! dockerd_launch; then
+		echo "Bail out! dockerd did not start"
+		exit 1
+	fi
+	if ! dh_make_images; then
+		echo "Bail out! could not build the test images"
+		exit 1
+	fi
+}
+
+# The mounts a killed shim can leave behind, deepest first.
+dh_mounts() {
+	awk -v t="$DH_T" 'index($2, t "/") == 1 { print $2 }' /proc/mounts |
+		sort -r
+}
+
+# Processes whose command line names $DH_T: dockerd, containerd, shims and
+# agents started here. Prints their pids.
+dh_leftovers() {
+	# The pattern comes on stdin so that this grep does not match itself.
+	printf '%s\n' "$DH_T/" | grep -lasFf - /proc/[0-9]*/cmdline | cut -d/ -f3
+}
+
+# dockerd_stop: everything this test started goes, in order: tracked
+# processes, containers, the daemon, stray shims, mounts, the folder.
+# Idempotent. Returns non-zero when something had to be forced or is left.
+dockerd_stop() {
+	local rc=0 p m left
+	[ -n "$DH_T" ] && [ -z "$DH_STOPPED" ] || return 0
+	DH_STOPPED=1
+	for p in $DH_PIDS; do
+		dh_kill "$p"
+	done
+	if [ -n "$DH_DOCKERD_PID" ] && dh_ping; then
+		"$DH_DOCKER" ps -aq | xargs -r timeout 60 "$DH_DOCKER" rm -f \
+			>/dev/null 2>&1 || { diag "docker rm -f failed"; rc=1; }
+	fi
+	dockerd_halt
+	for p in $(dh_leftovers); do
+		diag "left running after dockerd stopped: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+		kill -KILL "$p" 2>/dev/null
+		rc=1
+	done
+	for m in $(dh_mounts); do
+		diag "left mounted: $m"
+		umount -l "$m" || rc=1
+	done
+	left=$(dh_leftovers)
+	[ -z "$left" ] || { diag "still running: $left"; rc=1; }
+	rm -rf "$DH_T" || rc=1
+	[ ! -e "$DH_T" ] || rc=1
+	return $rc
+}
+
+dh_exit() {
+	local rc=$?
+	dockerd_stop || true
+	exit $rc
+}
+
+# --- runtime state, as dockerd reports it ---------------------------------
+
+# dh_state NAME: "<State.Status> <State.Health.Status or ->".
+dh_state() {
+	"$DH_DOCKER" inspect -f \
+		'{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{else}}-{{end}}' \
+		"$1" 2>/dev/null
+}
+
+# dh_state_is NAME "STATUS HEALTH"
+dh_state_is() { [ "$(dh_state "$1")" = "$2" ]; }
+
+# dh_expect_state DEADLINE NAME "STATUS HEALTH": a TAP line, after waiting.
+dh_expect_state() {
+	wait_for "$1" dh_state_is "$2" "$3"
+	is "$(dh_state "$2")" "$3" "runtime: $2 is $3"
+}
+
+# dh_compose PROJECT FILE ARGS...: docker-compose on a file of tests/e2e/compose.
+dh_compose() {
+	local project=$1 file=$2
+	shift 2
+	timeout 120 docker-compose --no-ansi -p "$project" \
+		-f "$DH_COMPOSE_DIR/$file" "$@"
+}
+
+DH_COMPOSE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/compose" && pwd)
+
+# --- the agent ------------------------------------------------------------
+
+HEALTHD_BIN=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." &&
+	pwd)/${HEALTHD_BUILD:-build}/dstack-healthd
+HEALTHD_OK='{"healthy":true,"unhealthy":[],"error":""}'
+
+healthd_app_compose() {
+	[ -e "$DH_T/app-compose.json" ] && return 0
+	printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}' \
+		>"$DH_T/app-compose.json"
+}
+
+# healthd_runtime FILE PROJECT: the runtime file, written atomically.
+healthd_runtime() {
+	printf '{"project":"%s","namespace":"","snapshotter":""}\n' "$2" >"$1.tmp" &&
+		mv "$1.tmp" "$1"
+}
+
+# healthd_once RUNTIME_FILE: one verdict; sets HD_OUT (stdout) and HD_RC.
+# stderr accumulates in $DH_T/hd-once.log (checked for sanitizer reports).
+healthd_once() {
+	healthd_app_compose
+	HD_OUT=$(timeout 30 "$HEALTHD_BIN" --once \
+		--compose-file "$DH_T/app-compose.json" --runtime-file "$1" \
+		--docker-host "unix://$DH_T/docker.sock" 2>>"$DH_T/hd-once.log")
+	HD_RC=$?
+}
+
+# healthd_start NAME RUNTIME_FILE [ARGS...]: a long-running agent listening
+# on $DH_T/NAME.sock, logging to $DH_T/hd-NAME.log; its pid in HD_PID_<NAME>.
+healthd_start() {
+	local name=$1 rt=$2
+	shift 2
+	healthd_app_compose
+	"$HEALTHD_BIN" --listen "unix:$DH_T/$name.sock" \
+		--compose-file "$DH_T/app-compose.json" --runtime-file "$rt" \
+		--docker-host "unix://$DH_T/docker.sock" "$@" \
+		>"$DH_T/hd-$name.log" 2>&1 &
+	eval "HD_PID_$name=$!"
+	dh_track "$!"
+	wait_for 10 test -S "$DH_T/$name.sock"
+}
+
+# healthd_query NAME: the JSON body of a Health call (empty on failure).
+healthd_query() {
+	curl -s --max-time 3 --unix-socket "$DH_T/$1.sock" -X POST \
+		'http://x/prpc/v1/Health?json' -d '{}'
+}
+
+# healthd_query_is NAME WANT
+healthd_query_is() { [ "$(healthd_query "$1")" = "$2" ]; }
+
+# healthd_query_like NAME ERE
+healthd_query_like() { healthd_query "$1" | grep -Eq -- "$2"; }
+
+# healthd_stop NAME: stop one agent by its pid.
+healthd_stop() {
+	local pid
+	eval "pid=\${HD_PID_$1:-}"
+	[ -n "$pid" ] && dh_kill "$pid"
+}
+
+# healthd_sanitizer_clean: no ASan/UBSan report in any agent log.
+healthd_sanitizer_clean() {
+	! cat "$DH_T"/hd-*.log 2>/dev/null |
+		grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:'
+}
+
+# The compact Health answer a verdict with these entries must be, built with
+# jq from "name<TAB>status" lines so that quoting is jq's, not ours.
+healthd_expect() { # healthd_expect HEALTHY [NAME STATUS]...
+	local healthy=$1
+	shift
+	jq -cn --argjson h "$healthy" '$ARGS.positional as $a
+		| {healthy: $h,
+		   unhealthy: [range(0; $a | length; 2) as $i
+			| {name: $a[$i], status: $a[$i + 1]}],
+		   error: ""}' --args "$@"
+}
