@@ -36,8 +36,8 @@ churn_loop() {
 				    "com.docker.compose.service":"churn",
 				    "com.docker.compose.oneoff":"False"},
 			  "HostConfig":{"NetworkMode":"none","Init":true}}' |
-			jq -r .Id)
-		[ -n "$id" ] && [ "$id" != null ] || continue
+			dh_json 'd["Id"]')
+		[ "$id" != "<unreadable>" ] || continue
 		[ $((n % 3)) -eq 0 ] || api POST "/containers/$id/start" >/dev/null
 		api DELETE "/containers/$id?force=1" >/dev/null
 	done

@@ -130,9 +130,9 @@ expect_once() {
 
 # expect_compose_entry DESCRIPTION ERE: one <compose> entry, no error.
 expect_compose_entry() {
-	is "$(printf '%s' "$HD_OUT" | jq -c '[.healthy, (.unhealthy | map(.name)), .error]' 2>&1)" \
+	is "$(printf '%s' "$HD_OUT" | dh_json '[d["healthy"], [e["name"] for e in d["unhealthy"]], d["error"]]')" \
 		'[false,["<compose>"],""]' "agent: $1: one <compose> entry, no error"
-	like "$(printf '%s' "$HD_OUT" | jq -r '.unhealthy[0].status' 2>&1)" "$2" \
+	like "$(printf '%s' "$HD_OUT" | dh_json 'd["unhealthy"][0]["status"]')" "$2" \
 		"agent: $1: the reason"
 	is "$HD_RC" 1 "agent: $1: exits 1"
 }
@@ -164,9 +164,9 @@ expect_one_entry() { # [reuse]: judge the HD_OUT of the last run
 		healthd_runtime "$DH_T/rt-$1.json" "$1"
 		healthd_once "$DH_T/rt-$1.json"
 	fi
-	is "$(printf '%s' "$HD_OUT" | jq -c '[.healthy, (.unhealthy | map(.name)), .error]' 2>&1)" \
+	is "$(printf '%s' "$HD_OUT" | dh_json '[d["healthy"], [e["name"] for e in d["unhealthy"]], d["error"]]')" \
 		"[false,[\"$2\"],\"\"]" "agent: $4: one entry, $2"
-	like "$(printf '%s' "$HD_OUT" | jq -r '.unhealthy[0].status' 2>&1)" "$3" \
+	like "$(printf '%s' "$HD_OUT" | dh_json 'd["unhealthy"][0]["status"]')" "$3" \
 		"agent: $4: its status"
 	is "$HD_RC" 1 "agent: $1 exits 1"
 }

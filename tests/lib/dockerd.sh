@@ -69,7 +69,7 @@ dh_skip_unless_usable() {
 	command -v docker-compose >/dev/null 2>&1 ||
 		skip_all "docker-compose is not installed"
 	command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
-	command -v jq >/dev/null 2>&1 || skip_all "jq is not installed"
+	command -v python3 >/dev/null 2>&1 || skip_all "python3 is not installed"
 	[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
 	# The image has no libc: only a static busybox runs in it.
 	if ldd /bin/busybox >/dev/null 2>&1; then
@@ -99,8 +99,10 @@ dockerd_launch() {
 dh_ping_or_dead() { dh_ping || dh_gone "$DH_DOCKERD_PID"; }
 
 # dockerd_halt: stop the daemon only (containers and data stay), by its pid.
+# A test may have left it SIGSTOPped.
 dockerd_halt() {
 	[ -n "$DH_DOCKERD_PID" ] || return 0
+	kill -CONT "$DH_DOCKERD_PID" 2>/dev/null
 	kill -TERM "$DH_DOCKERD_PID" 2>/dev/null
 	dockerd_wait_exit
 }
@@ -298,14 +300,26 @@ healthd_sanitizer_clean() {
 		grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:'
 }
 
-# The compact Health answer a verdict with these entries must be, built with
-# jq from "name<TAB>status" lines so that quoting is jq's, not ours.
-healthd_expect() { # healthd_expect HEALTHY [NAME STATUS]...
-	local healthy=$1
-	shift
-	jq -cn --argjson h "$healthy" '$ARGS.positional as $a
-		| {healthy: $h,
-		   unhealthy: [range(0; $a | length; 2) as $i
-			| {name: $a[$i], status: $a[$i + 1]}],
-		   error: ""}' --args "$@"
+# dh_json EXPR: the Python expression EXPR over d, the JSON document on
+# stdin; a string prints as is, anything else as compact JSON, and a document
+# that is not JSON or lacks what EXPR reads prints "<unreadable>".
+dh_json() {
+	python3 -c 'import json, sys
+try:
+    d = json.load(sys.stdin)
+    v = eval(sys.argv[1], {"d": d})
+except Exception:
+    v = "<unreadable>"
+print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1"
+}
+
+# The compact Health answer that a verdict with these entries must be,
+# serialised by Python's json so that the quoting is not ours.
+healthd_expect() { # healthd_expect true|false [NAME STATUS]...
+	python3 -c 'import json, sys
+a = sys.argv[2:]
+print(json.dumps({"healthy": sys.argv[1] == "true",
+                  "unhealthy": [{"name": a[i], "status": a[i + 1]}
+                                for i in range(0, len(a), 2)],
+                  "error": ""}, separators=(",", ":")))' "$@"
 }
