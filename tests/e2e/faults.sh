@@ -117,14 +117,16 @@ fault() {
 	local rss0 rss1 hwm control limit
 	rss0=$(kb "$pid" VmRSS)
 
-	# The fault starts; the gateway keeps polling through it.
+	# The fault starts; the gateway keeps polling through it. The log is
+	# read from here on (marked before the switch: the first failure may be
+	# logged at once).
+	local mark
+	mark=$(wc -l <"$T/$name.log")
 	if [ "$action" = refuse ]; then
 		ln -sfn "$T/dead.sock" "$T/link.sock"
 	else
 		set_fault "$action"
 	fi
-	local mark
-	mark=$(wc -l <"$T/$name.log")
 	local summary
 	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 6 \
 		--gap 10 --out "$T/$name.polls")
