@@ -12,8 +12,9 @@
 #     poll alternates with one of a control agent under no fault (gating
 #     off): on a machine so loaded that the control itself is slow, the bound
 #     is twice the control's p99 (said in a diagnostic), since that is the
-#     scheduler's noise, not the agent's (in the sanitizer build the latency
-#     is the sanitizer's: shown, not judged);
+#     scheduler's noise, not the agent's; a window spoilt by a burst of load
+#     is polled again, up to three, the best judged (in the sanitizer build
+#     the latency is the sanitizer's: shown, not judged);
 #   - memory stays bounded (VmRSS before, VmHWM peak, VmRSS after).
 # A table of the figures is printed as diagnostics.
 set -u
@@ -116,14 +117,16 @@ fault() {
 	local rss0 rss1 hwm control limit
 	rss0=$(kb "$pid" VmRSS)
 
-	# The fault starts; the gateway keeps polling through it.
+	# The fault starts; the gateway keeps polling through it. The log is
+	# read from here on (marked before the switch: the first failure may be
+	# logged at once).
+	local mark
+	mark=$(wc -l <"$T/$name.log")
 	if [ "$action" = refuse ]; then
 		ln -sfn "$T/dead.sock" "$T/link.sock"
 	else
 		set_fault "$action"
 	fi
-	local mark
-	mark=$(wc -l <"$T/$name.log")
 	local summary
 	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 6 \
 		--gap 10 --out "$T/$name.polls")
@@ -135,6 +138,21 @@ fault() {
 	control=$(sed -n 's/.*control_p99=\([0-9.]*\).*/\1/p' <<<"$summary")
 	limit=$(awk -v c="$control" -v m="$P99_MAX_MS" 'BEGIN { l = 2 * c; print (l > m ? l : m) }')
 	[ "$limit" = "$P99_MAX_MS" ] || diag "$name: the machine is loaded (control p99 ${control} ms): bound ${limit} ms"
+	# A burst of load from elsewhere can spoil one window; the fault goes
+	# on, so up to two more windows are polled and the best one judged.
+	# An agent that stalls its listener during the fault fails all three.
+	local w more
+	for w in 2 3; do
+		awk -v p="$p99" -v m="$limit" 'BEGIN { exit !(p >= m) }' || break
+		[ "$TIME_POLLS" = 1 ] || break
+		more=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 4 --gap 10)
+		diag "$name: window $((w - 1)) p99 ${p99} ms (control ${control}); window $w: $more"
+		p99=$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$more")
+		control=$(sed -n 's/.*control_p99=\([0-9.]*\).*/\1/p' <<<"$more")
+		limit=$(awk -v c="$control" -v m="$P99_MAX_MS" 'BEGIN { l = 2 * c; print (l > m ? l : m) }')
+		okp=$((okp + $(sed -n 's/.* ok=\([0-9]*\).*/\1/p' <<<"$more")))
+		polls=$((polls + $(sed -n 's/.*polls=\([0-9]*\).*/\1/p' <<<"$more")))
+	done
 	rss1=$(kb "$pid" VmRSS)
 	hwm=$(kb "$pid" VmHWM)
 
