@@ -427,20 +427,20 @@ for conn in keepalive close; do
 			"$(ratio "$s99" "$n99")" "unchanged (noise)" "$v"
 	done
 done
-row "refreshes started (all abandoned) during these runs" "$(grep -c _ping "$T/slow.req")" "" "" "" ""
+row "requests the agent sent the hung runtime meanwhile" "$(wc -l <"$T/slow.req")" "" "" "" ""
 row "verdict served at the end" "$(health "$SLOW_PORT" | cut -c1-40)" "" "" "" ""
 stop_pid "$SLOW_PID"
 stop_pid "$FAKE_PID"
 
 # --- 3. Memory -------------------------------------------------------------------------
 
-# pings FILE N: at least N refreshes have begun
-pings() { [ "$(grep -c _ping "$1" 2>/dev/null)" -ge "$2" ]; }
+# lists FILE N: at least N refreshes have listed the containers
+lists() { [ "$(grep -c containers/json "$1" 2>/dev/null)" -ge "$2" ]; }
 big_memory() { # big_memory API UNHEALTHY: MEM_ANON, MEM_RSS, BIG_N over 4 refreshes
 	fake big "$1" 1000 --unhealthy "$2"
 	agent big "$T/big.sock" --interval 0.5
 	mem_start "$AGENT_PID"
-	wait_for 120 pings "$T/big.req" 5
+	wait_for 120 lists "$T/big.req" 5
 	mem_stop "$AGENT_PID"
 	BIG_N=$(health "$PORT" | grep -o '"name"' | wc -l)
 	stop_pid "$AGENT_PID"
