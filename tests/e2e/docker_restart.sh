@@ -1,11 +1,15 @@
 #!/bin/bash
-# dockerd fails under a long-running agent, twice, and comes back each time.
+# dockerd fails under long-running agents and comes back.
 #
-# First it hangs (SIGSTOP): every refresh runs into its deadline, and nothing
-# kicks the agent's events thread, so refreshes keep the timer's pace and the
-# rule can be timed: the first 2 failed refreshes keep the previous verdict,
-# the 3rd turns it into healthy:false with an empty list and an error that
-# says what failed. SIGCONT: the same agent recovers.
+# It hangs (SIGSTOP): every refresh runs into its deadline T and, in a steady
+# state, nothing kicks the agent's events thread, so refreshes keep the
+# timer's pace I and the rule can be timed: the first 2 failed refreshes keep
+# the previous verdict, the 3rd turns it into healthy:false with an empty list
+# and an error that says what failed. Failure k ends at t1 + kT + (k-1)I with
+# t1 in [0, I): the 3rd no earlier than 3T+2I after the hang, the 2nd before
+# 2T+2I. SIGCONT: the same agent recovers. This is done twice: right after an
+# agent subscribed to Docker's events (the subscription kicks a refresh,
+# which then hangs), and in a steady state.
 #
 # Then it is stopped for real (SIGTERM): dockerd stops the containers as it
 # goes, and the agent ends up with the error verdict; started again on the
@@ -24,23 +28,19 @@ dh_expect_state 20 hrst_web_1 "running healthy"
 INTERVAL_MS=1000
 TIMEOUT_MS=2000
 healthd_runtime "$DH_T/rt-hrst.json" hrst
-healthd_start rst "$DH_T/rt-hrst.json" --interval 1 --refresh-timeout 2
-ok $? "agent: long-running agent listening"
-wait_for 15 healthd_query_is rst "$HEALTHD_OK"
-is "$(healthd_query rst)" "$HEALTHD_OK" "agent: hrst is healthy"
 
-# sample_until_error LIMIT_MS: answers from t0 on, one line each,
-# "<ms since t0> <body>", into $DH_T/samples, until the first one that
+# sample_until_error NAME LIMIT_MS: agent NAME's answers from t0 on, one line
+# each, "<ms since t0> <body>", into $DH_T/samples, until the first one that
 # carries an error. Sets first_ms, first_body and before (the distinct
 # answers before it).
 sample_until_error() {
 	local body
 	: >"$DH_T/samples"
 	while :; do
-		body=$(healthd_query rst)
+		body=$(healthd_query "$1")
 		echo "$(( $(dh_now_ms) - t0 )) $body" >>"$DH_T/samples"
 		case $body in *'"error":""}') ;; *) break ;; esac
-		[ $(( $(dh_now_ms) - t0 )) -lt "$1" ] || break
+		[ $(( $(dh_now_ms) - t0 )) -lt "$2" ] || break
 		sleep 0.05
 	done
 	first=$(tail -n 1 "$DH_T/samples")
@@ -51,7 +51,7 @@ sample_until_error() {
 	diag "  $first_body"
 }
 
-# expect_error_verdict WHAT: the shape of first_body.
+# expect_error_verdict WHAT ERE: the shape of first_body.
 expect_error_verdict() {
 	is "$(printf '%s' "$first_body" | dh_json '[d["healthy"], d["unhealthy"]]')" \
 		'[false,[]]' "agent: $1: healthy:false with an empty list"
@@ -59,29 +59,62 @@ expect_error_verdict() {
 		"agent: $1: the error says what failed"
 }
 
-# --- dockerd hangs ---------------------------------------------------------
+# hang_and_check NAME WHAT: SIGSTOP dockerd now, check the rule, SIGCONT.
+hang_and_check() {
+	t0=$(dh_now_ms)
+	kill -STOP "$DH_DOCKERD_PID"
+	sample_until_error "$1" 30000
+	is "$before" "$HEALTHD_OK" \
+		"agent: $2: until the error, every answer is the previous verdict"
+	[ "$first_ms" -ge $(( 2 * TIMEOUT_MS + 2 * INTERVAL_MS )) ] &&
+		[ "$first_ms" -le $(( 3 * TIMEOUT_MS + 3 * INTERVAL_MS + 5000 )) ]
+	ok $? "agent: $2: the first 2 failed refreshes keep the previous verdict, the 3rd does not (error after ${first_ms} ms)"
+	expect_error_verdict "$2" '[Tt]imed out|[Dd]eadline|[Dd]ocker|_ping'
+	kill -CONT "$DH_DOCKERD_PID"
+	wait_for 15 healthd_query_is "$1" "$HEALTHD_OK"
+	is "$(healthd_query "$1")" "$HEALTHD_OK" "agent: $2: dockerd answers again: healthy"
+}
 
-t0=$(dh_now_ms)
-kill -STOP "$DH_DOCKERD_PID"
-sample_until_error 30000
-is "$before" "$HEALTHD_OK" \
-	"agent: dockerd hung: until the error, every answer is the previous verdict"
-# Failure k ends at t1 + kT + (k-1)I, with T the deadline, I the interval
-# and t1 in [0, I): the 3rd no earlier than 3T+2I after the hang, the 2nd
-# before 2T+2I.
-[ "$first_ms" -ge $(( 2 * TIMEOUT_MS + 2 * INTERVAL_MS )) ] &&
-	[ "$first_ms" -le $(( 3 * TIMEOUT_MS + 3 * INTERVAL_MS + 5000 )) ]
-ok $? "agent: dockerd hung: the first 2 failed refreshes keep the previous verdict, the 3rd does not (error after ${first_ms} ms)"
-expect_error_verdict "dockerd hung" '[Tt]ime|[Dd]eadline|[Dd]ocker'
-kill -CONT "$DH_DOCKERD_PID"
+# The agent's debug log tells when its events subscription is up and when
+# the last refresh was the timer's (nothing kicked, nothing in flight).
+subscribed() { grep -q 'Docker events: following project' "$DH_T/hd-$1.log"; }
+steady() {
+	subscribed "$1" &&
+		grep -E 'refresh \((timer|event)\)' "$DH_T/hd-$1.log" | tail -n 1 |
+		grep -q 'refresh (timer) took'
+}
+
+# --- dockerd hangs just after an agent subscribed ---------------------------
+
+healthd_start kick "$DH_T/rt-hrst.json" --interval 1 --refresh-timeout 2 \
+	--log-level debug
+ok $? "agent: long-running agent listening"
+wait_for 15 subscribed kick
+ok $? "agent: subscribed to Docker's events"
+hang_and_check kick "dockerd hung after the agent subscribed"
+if grep -q 'refresh (event) failed' "$DH_T/hd-kick.log"; then
+	diag "an event-kicked refresh was in flight when dockerd hung"
+else
+	diag "no event-kicked refresh was in flight when dockerd hung (race not hit)"
+fi
+healthd_stop kick
+
+# --- dockerd hangs in a steady state ----------------------------------------
+
+healthd_start rst "$DH_T/rt-hrst.json" --interval 1 --refresh-timeout 2 \
+	--log-level debug
+ok $? "agent: long-running agent listening"
 wait_for 15 healthd_query_is rst "$HEALTHD_OK"
-is "$(healthd_query rst)" "$HEALTHD_OK" "agent: dockerd answers again: healthy"
+is "$(healthd_query rst)" "$HEALTHD_OK" "agent: hrst is healthy"
+wait_for 15 steady rst
+ok $? "agent: steady (subscribed, last refresh the timer's)"
+hang_and_check rst "dockerd hung"
 
 # --- dockerd stops -----------------------------------------------------------
 
 t0=$(dh_now_ms)
 kill -TERM "$DH_DOCKERD_PID"
-sample_until_error 20000
+sample_until_error rst 20000
 is "$before" "$HEALTHD_OK" \
 	"agent: dockerd stopping: until the error, every answer is the previous verdict"
 expect_error_verdict "dockerd stopped" \
