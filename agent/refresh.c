@@ -20,6 +20,10 @@
 #define EVENTS_RECHECK_MS 5000
 /* A stream that lasted this long was healthy: the backoff starts over. */
 #define EVENTS_HEALTHY_MS 2000
+/* A stream silent this long is opened afresh: a quiet app sends nothing, but
+ * so does a tcp:// peer that vanished without a word, and nothing else would
+ * ever tell (the timer covers the verdict meanwhile). */
+#define EVENTS_MAX_SILENCE_MS (5 * 60 * 1000)
 
 struct refresher {
 	const struct config *cfg;
@@ -233,6 +237,7 @@ static void *loop(void *arg)
 struct watch_log {
 	unsigned failures; /* in a row, since the stream was last up */
 	bool was_up;
+	char project[256]; /* last followed, cut: only compared for logging */
 };
 
 /* Sleeps ms, or less when stopping: false then. */
@@ -257,12 +262,13 @@ static bool project_changed(const struct refresher *rf, const char *project)
 	return changed;
 }
 
-/* Reads events until the stream ends or breaks (a negative errno), or the
- * runtime file names another project (1). *healthy: it lasted. */
+/* Reads events until the stream ends or breaks (a negative errno), or is
+ * to be opened afresh (1): the runtime file names another project, or it was
+ * silent too long. *healthy: it lasted. */
 static int follow(struct refresher *rf, struct events *ev, const char *project,
 		  bool *healthy, struct errbuf *err)
 {
-	int64_t since = clock_mono_ms();
+	int64_t since = clock_mono_ms(), last = since;
 	int r;
 	for (;;) {
 		struct event e;
@@ -270,7 +276,9 @@ static int follow(struct refresher *rf, struct events *ev, const char *project,
 		if (r == 1) {
 			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
 			refresh_kick(rf);
-		} else if (r == -ETIMEDOUT && project_changed(rf, project)) {
+			last = clock_mono_ms();
+		} else if (r == -ETIMEDOUT && (project_changed(rf, project) ||
+					       clock_mono_ms() - last >= EVENTS_MAX_SILENCE_MS)) {
 			r = 1;
 			break;
 		} else if (r != -ETIMEDOUT) {
@@ -283,12 +291,18 @@ static int follow(struct refresher *rf, struct events *ev, const char *project,
 	return r;
 }
 
+/* Logs transitions: the first subscription, a new project, the stream back
+ * after failures; a routine reopening only at debug. */
 static void watch_up(struct watch_log *wl, const char *project)
 {
-	if (wl->failures > 0 && wl->was_up)
+	bool same = wl->was_up && strncmp(wl->project, project, sizeof(wl->project) - 1) == 0;
+	if (wl->failures > 0 && same)
 		log_msg(LOG_NOTICE, "Docker events: following project %s again", project);
-	else
+	else if (!same)
 		log_msg(LOG_INFO, "Docker events: following project %s", project);
+	else
+		log_msg(LOG_DEBUG, "Docker events: stream reopened for project %s", project);
+	snprintf(wl->project, sizeof(wl->project), "%s", project);
 	wl->failures = 0;
 	wl->was_up = true;
 }

@@ -14,8 +14,9 @@ the agent inspect every container, 1.52 gives it the health in the list.
 --delay S holds every answer S seconds (a runtime that takes the whole
 refresh timeout). Framing is dockerd's (Go net/http): Content-Length below
 2 KiB, otherwise one chunk. HEAD /_ping and 12-hex ID prefixes are served
-too, for the docker CLI reference. The request log (--log) has one target a
-line; the benchmark counts refreshes by its /_ping lines.
+too, for the docker CLI reference; /events opens a stream that stays silent
+(a quiet project) until the client hangs up. The request log (--log) has one
+target a line; the benchmark counts refreshes by its container list lines.
 """
 import argparse
 import json
@@ -105,6 +106,7 @@ def read_request(conn):
 
 INSPECT = re.compile(r"(?:/v[0-9.]+)?/containers/([0-9a-f]{12,64})/json")
 LIST = re.compile(r"(?:/v[0-9.]+)?/containers/json(\?.*)?")
+EVENTS = re.compile(r"(?:/v[0-9.]+)?/events")
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -121,6 +123,14 @@ class Handler(socketserver.BaseRequestHandler):
                     srv.log.flush()
             if srv.delay:
                 time.sleep(srv.delay)
+            if EVENTS.fullmatch(target.split("?", 1)[0]):
+                # A quiet project: the stream opens and stays silent until
+                # the agent hangs up, as dockerd's does.
+                conn.sendall(frame(srv.api_s, b"").split(b"Content-Length")[0] +
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                while conn.recv(4096):
+                    pass
+                return
             conn.sendall(self.answer(method, target))
             conn.shutdown(socket.SHUT_WR)
         except OSError:

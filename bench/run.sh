@@ -172,8 +172,8 @@ mem_now() { awk '/^RssAnon:/ {a=$2} /^VmRSS:/ {v=$2} END {print a, v}' "/proc/$1
 
 : >"$T/table"
 row() { # row MEASURE AGENT REFERENCE RATIO TARGET VERDICT
-	printf '%-50s %14s %14s %9s  %-22s %s\n' "$@" >>"$T/table"
-	printf '%-50s %14s %14s %9s  %-22s %s\n' "$@" >&2
+	printf '%-52s %16s %16s %9s  %-22s %s\n' "$@" >>"$T/table"
+	printf '%-52s %16s %16s %9s  %-22s %s\n' "$@" >&2
 }
 section() { printf '\n%s\n' "$*" >>"$T/table"; printf '\n%s\n' "$*" >&2; }
 kv() { # kv KEY LINE: the value of KEY=... in a key=value line
@@ -310,24 +310,42 @@ for mode in json pb; do
 	done
 done
 
-# Half the agent's peak, open loop (bench/openloop.c), gateway's JSON call.
-say "1b. open loop at half the agent's peak rate"
-section "1b. p99 at half the agent's peak rate (open loop, ${D}s, latency from when each request was due)"
+# Half the agent's peak, open loop (bench/openloop.c), gateway's JSON call;
+# and a quarter of it, since on two CPUs the generator itself needs about
+# as much CPU as the server (loopback TCP is mostly paid by the sender) and
+# at half the peak it can run out: its own lateness (late p99) says when.
+ol() { # ol PORT RATE CONN: one open-loop run, its key=value line
+	timeout --foreground $((D + 30)) "${GEN[@]}" "$OL" "$1" "$2" "$D" "$CONNS" "$3" json
+}
+gen_ok() { # the generator was late by less than half the p99 it reports
+	awk -v l="$(kv late_p99_us "$1")" -v p="$(kv p99_us "$1")" 'BEGIN { exit !(l < p / 2) }'
+}
+p99_verdict() { # p99_verdict LINE
+	if ge 1000 "$(kv p99_us "$1")"; then echo met
+	elif gen_ok "$1"; then echo MISSED
+	else echo "generator-bound"; fi
+}
+say "1b. open loop at half and a quarter of the agent's peak rate"
+section "1b. Latency at half (and a quarter) of the agent's peak rate (open loop, ${D}s, from when each request was due; late = the generator's own lateness)"
 row "measure" "agent" "nginx (1 wkr)" "ratio" "target" ""
 for conn in keepalive close; do
-	eval "rate=\$((PEAK_json_${conn} / 2))"
-	a=$(timeout --foreground $((D + 30)) "${GEN[@]}" "$OL" "$MAIN_PORT" "$rate" "$D" "$CONNS" $conn json)
-	n=$(timeout --foreground $((D + 30)) "${GEN[@]}" "$OL" "$NPORT" "$rate" "$D" "$CONNS" $conn json)
-	echo "agent $conn $a" >>"$T/openloop.log"
-	echo "nginx $conn $n" >>"$T/openloop.log"
-	eval "OL99_${conn}=$(kv p99_us "$a")"
-	row "json $conn at $rate/s: p50 (us)" "$(kv p50_us "$a")" "$(kv p50_us "$n")" "" "" ""
-	row "json $conn at $rate/s: p99 (us)" "$(kv p99_us "$a")" "$(kv p99_us "$n")" \
-		"$(ratio "$(kv p99_us "$a")" "$(kv p99_us "$n")")" "< 1000 us" \
-		"$(yes_no ge 1000 "$(kv p99_us "$a")")"
-	row "json $conn at $rate/s: errors+timeouts+unsent" \
-		"$(($(kv errors "$a") + $(kv timeouts "$a") + $(kv unsent "$a")))" \
-		"$(($(kv errors "$n") + $(kv timeouts "$n") + $(kv unsent "$n")))" "" "" ""
+	for div in 2 4; do
+		eval "rate=\$((PEAK_json_${conn} / div))"
+		a=$(ol "$MAIN_PORT" "$rate" $conn)
+		n=$(ol "$NPORT" "$rate" $conn)
+		echo "agent $conn $a" >>"$T/openloop.log"
+		echo "nginx $conn $n" >>"$T/openloop.log"
+		eval "OL99_${conn}_${div}=$(kv p99_us "$a") OLRATE_${conn}_${div}=$rate"
+		tgt=""
+		[ $div = 2 ] && tgt="< 1000 us"
+		row "json $conn at 1/$div peak, $rate/s: p50 / p99 (us)" \
+			"$(kv p50_us "$a") / $(kv p99_us "$a")" "$(kv p50_us "$n") / $(kv p99_us "$n")" \
+			"$(ratio "$(kv p99_us "$a")" "$(kv p99_us "$n")")" "$tgt" \
+			"$([ $div = 2 ] && p99_verdict "$a")"
+		row "json $conn at 1/$div peak: late p99 (us); errors" \
+			"$(kv late_p99_us "$a"); $(($(kv errors "$a") + $(kv timeouts "$a") + $(kv unsent "$a")))" \
+			"$(kv late_p99_us "$n"); $(($(kv errors "$n") + $(kv timeouts "$n") + $(kv unsent "$n")))" "" "" ""
+	done
 done
 
 stop_pid "$NGINX_PID"
@@ -396,30 +414,33 @@ for conn in keepalive close; do
 	read -r sr s50 s99 _ < <(wrk_run "$SLOW_PORT" "$SLOW_PID" json $conn)
 	eval "n99=\$WRK99_json_${conn}"
 	row "json $conn wrk: requests/s, p99 (us)" "$sr, $s99" "$(eval echo "\$PEAK_json_${conn}"), $n99" "" "" ""
-	eval "rate=\$((PEAK_json_${conn} / 2))"
-	a=$(timeout --foreground $((D + 30)) "${GEN[@]}" "$OL" "$SLOW_PORT" "$rate" "$D" "$CONNS" $conn json)
-	echo "slow $conn $a" >>"$T/openloop.log"
-	eval "n99=\$OL99_${conn}"
-	s99=$(kv p99_us "$a")
-	# Within noise: at most half again as slow, or less than 100 us apart.
-	within() { awk -v s="$1" -v n="$2" 'BEGIN { exit !(s <= 1.5 * n || s - n < 100) }'; }
-	row "json $conn open loop at $rate/s: p99 (us)" "$s99" "$n99" "$(ratio "$s99" "$n99")" \
-		"unchanged (noise)" "$(yes_no within "$s99" "$n99")"
+	for div in 2 4; do
+		eval "rate=\$OLRATE_${conn}_${div} n99=\$OL99_${conn}_${div}"
+		a=$(ol "$SLOW_PORT" "$rate" $conn)
+		echo "slow $conn $a" >>"$T/openloop.log"
+		s99=$(kv p99_us "$a")
+		# Within noise: at most half again as slow, or less than 100 us apart.
+		within() { awk -v s="$1" -v n="$2" 'BEGIN { exit !(s <= 1.5 * n || s - n < 100) }'; }
+		v=$(yes_no within "$s99" "$n99")
+		[ "$v" = MISSED ] && ! gen_ok "$a" && v="generator-bound"
+		row "json $conn open loop at $rate/s: p99 (us); late p99" "$s99; $(kv late_p99_us "$a")" "$n99" \
+			"$(ratio "$s99" "$n99")" "unchanged (noise)" "$v"
+	done
 done
-row "refreshes started (all abandoned) during these runs" "$(grep -c _ping "$T/slow.req")" "" "" "" ""
+row "requests the agent sent the hung runtime meanwhile" "$(wc -l <"$T/slow.req")" "" "" "" ""
 row "verdict served at the end" "$(health "$SLOW_PORT" | cut -c1-40)" "" "" "" ""
 stop_pid "$SLOW_PID"
 stop_pid "$FAKE_PID"
 
 # --- 3. Memory -------------------------------------------------------------------------
 
-# pings FILE N: at least N refreshes have begun
-pings() { [ "$(grep -c _ping "$1" 2>/dev/null)" -ge "$2" ]; }
+# lists FILE N: at least N refreshes have listed the containers
+lists() { [ "$(grep -c containers/json "$1" 2>/dev/null)" -ge "$2" ]; }
 big_memory() { # big_memory API UNHEALTHY: MEM_ANON, MEM_RSS, BIG_N over 4 refreshes
 	fake big "$1" 1000 --unhealthy "$2"
 	agent big "$T/big.sock" --interval 0.5
 	mem_start "$AGENT_PID"
-	wait_for 120 pings "$T/big.req" 5
+	wait_for 120 lists "$T/big.req" 5
 	mem_stop "$AGENT_PID"
 	BIG_N=$(health "$PORT" | grep -o '"name"' | wc -l)
 	stop_pid "$AGENT_PID"
@@ -434,8 +455,8 @@ section "3. Memory (kB, /proc/PID/status; VmRSS is mostly shared library pages)"
 row "measure" "RssAnon" "VmRSS" "" "target" ""
 row "idle, verdict cached (10 containers)" "$IDLE_ANON" "$IDLE_RSS" "" "RssAnon < 1024" "$(yes_no ge 1024 "$IDLE_ANON")"
 row "peak under the throughput runs of (1)" "$PEAK_ANON" "$PEAK_RSS" "" "" ""
-row "peak, 1000 containers, API 1.41 (inspect each; $B41_N listed unhealthy)" "$B41_ANON" "$B41_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B41_ANON")"
-row "peak, 1000 containers, API 1.52 (list only, all healthy)" "$B52_ANON" "$B52_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B52_ANON")"
+row "peak, 1000 cont., API 1.41, $B41_N unhealthy listed" "$B41_ANON" "$B41_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B41_ANON")"
+row "peak, 1000 cont., API 1.52, all healthy" "$B52_ANON" "$B52_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B52_ANON")"
 
 # --- 4. Refresh cost and scaling ------------------------------------------------------------
 
@@ -527,20 +548,20 @@ real_project() { # real_project N
 	for i in $(seq "$1"); do
 		dk run -d --name "r$1-svc$i-1" --network none \
 			--label "com.docker.compose.project=r$1" --label "com.docker.compose.service=svc$i" \
-			--health-cmd true --health-interval 10s --health-timeout 2s --health-retries 1 \
+			--health-cmd true --health-interval 10s --health-timeout 10s --health-retries 3 \
 			healthd-bench:1 sleep 3600 >/dev/null || return 1
 	done
 }
-all_healthy() { # all_healthy N
-	[ "$(dk ps -q --filter "label=com.docker.compose.project=r$1" --filter health=healthy | wc -l)" -eq "$1" ]
-}
+# Every container has a health result (the inspect bodies then carry a
+# health log, as in production); passing or not does not change the work.
+probed() { [ -z "$(dk ps -q --filter health=starting)" ]; }
 
 if [ "${BENCH_DOCKERD:-1}" = 1 ] && [ "$(id -u)" = 0 ]; then
 	say "4b. real dockerd: 1, 10, 30 containers"
 	section "4b. One refresh against a real dockerd $(dockerd --version 2>/dev/null | cut -d, -f1 | cut -d' ' -f3) (API 1.41: list, then inspect each; median of 10 agent / 5 CLI)"
 	row "measure" "agent" "docker CLI" "CLI/agent" "target" ""
 	if dockerd_up && real_project 1 && real_project 10 && real_project 30 &&
-		wait_for 60 all_healthy 30 && all_healthy 10 && all_healthy 1; then
+		wait_for 120 probed; then
 		for n in 1 10 30; do
 			printf '{"project":"r%s","namespace":"","snapshotter":""}\n' "$n" >"$T/runtime.json"
 			# shellcheck disable=SC2046
@@ -556,7 +577,7 @@ if [ "${BENCH_DOCKERD:-1}" = 1 ] && [ "$(id -u)" = 0 ]; then
 		done
 		printf '{"project":"bench","namespace":"","snapshotter":""}\n' >"$T/runtime.json"
 	else
-		row "dockerd did not start or its containers did not become healthy (see dockerd.log)" "" "" "" "" ""
+		row "dockerd did not start, or its containers were not probed in 120 s (dockerd.log)" "" "" "" "" ""
 		tail -n 20 "$T/dockerd.log" >&2
 	fi
 	stop_dockerd

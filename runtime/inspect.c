@@ -140,11 +140,32 @@ static int parse_state(const struct json *j, int obj, struct container *c,
 	return parse_health(j, state, c, err);
 }
 
+/* Config.Healthcheck.Test: absent, [] or ["NONE"] (healthcheck: {disable:
+ * true}) configure no probe; anything else does. The merged config counts,
+ * so an image's HEALTHCHECK does too. */
+static int parse_healthcheck(const struct json *j, int config, struct container *c,
+			     struct errbuf *err)
+{
+	int hc, r;
+	if ((r = opt_object(j, config, "Healthcheck", "Config.Healthcheck", &hc, err)) < 0 ||
+	    hc < 0)
+		return r;
+	int test = json_get(j, hc, "Test");
+	if (test < 0 || json_is_null(j, test))
+		return 0;
+	if (!json_is_array(j, test))
+		return type_error(j, test, "Config.Healthcheck.Test", "an array", err);
+	c->healthcheck_configured = j->tok[test].size > 0 && !json_str_eq(j, test + 1, "NONE");
+	return 0;
+}
+
 static int parse_labels(const struct json *j, int obj, struct container *c,
 			struct errbuf *err)
 {
 	int config, labels, r;
 	if ((r = opt_object(j, obj, "Config", "Config", &config, err)) < 0 || config < 0)
+		return r;
+	if ((r = parse_healthcheck(j, config, c, err)) < 0)
 		return r;
 	/* Docker prints "Labels": null for a container without labels; nerdctl
 	 * omits the member. */

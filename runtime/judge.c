@@ -10,11 +10,27 @@
 /* Names and runtime words shown to anonymous callers are cleaned and cut. */
 #define SHOWN_BYTES 256
 
-static bool declares_healthcheck(const struct container *c)
+static bool has_health_result(const struct container *c)
 {
 	/* Docker drops State.Health for a disabled healthcheck; nerdctl and
 	 * older engines may say "" or "none". None of those is evidence. */
 	return c->health && c->health[0] && strcmp(c->health, "none") != 0;
+}
+
+/* Judged from what the runtime did (spec): a health state it keeps, or a
+ * probe in the container's merged config that has not run yet (a container
+ * that never started, or nerdctl before the first probe). */
+static bool declares_healthcheck(const struct container *c)
+{
+	return has_health_result(c) || c->healthcheck_configured;
+}
+
+/* Docker keeps Running true while a container is paused or restarting; only
+ * the state "running" is serving. */
+static bool is_up(const struct container *c)
+{
+	return c->running && !c->paused &&
+	       (!c->state || !c->state[0] || strcmp(c->state, "running") == 0);
 }
 
 /* A health result recorded before the current start says nothing about this
@@ -42,16 +58,20 @@ static int judge_one(const struct container *c, struct verdict *out)
 	char name[SHOWN_BYTES + 1], health[SHOWN_BYTES + 1], state[SHOWN_BYTES + 1];
 
 	shown_name(name, sizeof(name), c);
-	err_clean(health, sizeof(health), c->health, SHOWN_BYTES);
-	/* Docker reports Running:true while paused; nerdctl keeps "healthy"
-	 * after a container stops. Run state is checked before health. */
-	if (!c->running || c->paused) {
+	err_clean(health, sizeof(health), has_health_result(c) ? c->health : "none yet",
+		  SHOWN_BYTES);
+	/* Docker reports Running:true while paused or restarting; nerdctl keeps
+	 * "healthy" after a container stops. Run state is checked before
+	 * health. */
+	if (!is_up(c)) {
 		const char *s = c->state && c->state[0] ? c->state : NULL;
 		if (!s || (c->paused && strcmp(s, "running") == 0))
 			s = c->paused ? "paused" : "not running";
 		err_clean(state, sizeof(state), s, SHOWN_BYTES);
 		return verdict_add(out, name, "%s (last health check: %s)", state, health);
 	}
+	if (!has_health_result(c))
+		return verdict_add(out, name, "starting (no health check has run yet)");
 	if (health_predates_start(c))
 		return verdict_add(out, name,
 				   "starting (last health check predates the current start)");

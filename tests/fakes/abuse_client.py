@@ -78,6 +78,8 @@ def hold(a, target, sources, st, trickle):
     n = a.conns
     while time.monotonic() < deadline:
         for key, _ in sel.select(timeout=0.05):
+            if time.monotonic() >= deadline:
+                break
             s = key.fileobj
             try:
                 data = s.recv(4096)

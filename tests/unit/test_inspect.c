@@ -179,6 +179,10 @@ static void test_errors(void)
 		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Labels\":"
 		  "{\"com.docker.compose.oneoff\":true}}}",
 		  "Config.Labels[com.docker.compose.oneoff]: expected a string" },
+		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Healthcheck\":[]}}",
+		  "Config.Healthcheck: expected an object" },
+		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Healthcheck\":{\"Test\":\"x\"}}}",
+		  "Config.Healthcheck.Test: expected an array" },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct json j;
@@ -190,6 +194,43 @@ static void test_errors(void)
 		is_int(r, -EINVAL, "%s refused", cases[i].in);
 		ok(strstr(e.msg, cases[i].msg) != NULL, "error names the field: %s", e.msg);
 		ok(!c.id && !c.name && !c.state && !c.health, "nothing leaked on error");
+		json_free(&j);
+	}
+}
+
+/* Config.Healthcheck.Test says whether a probe is configured, whatever the
+ * container's state: ["NONE"] (healthcheck: {disable: true}) is not one. */
+static void test_healthcheck_config(void)
+{
+	static const struct {
+		const char *config;
+		bool want;
+	} cases[] = {
+		{ "", false },
+		{ ",\"Config\":{}", false },
+		{ ",\"Config\":{\"Healthcheck\":null}", false },
+		{ ",\"Config\":{\"Healthcheck\":{}}", false },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":null}}", false },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[]}}", false },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"NONE\"]}}", false },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"CMD\",\"true\"]}}", true },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"CMD-SHELL\",\"true\"],"
+		  "\"Interval\":1000000000}}", true },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char doc[512];
+		snprintf(doc, sizeof(doc),
+			 "{\"Id\":\"a\",\"Name\":\"/w\",\"State\":{\"Status\":\"created\"}%s}",
+			 cases[i].config);
+		struct json j;
+		struct container c = { 0 };
+		struct errbuf e = { "" };
+		int r = json_parse(&j, doc, strlen(doc), 256, &e);
+		if (r == 0)
+			r = inspect_parse_object(&j, 0, &c, &e);
+		ok(r == 0 && c.healthcheck_configured == cases[i].want,
+		   "healthcheck configured = %d for {%s} (%s)", cases[i].want, cases[i].config, e.msg);
+		container_free(&c);
 		json_free(&j);
 	}
 }
@@ -232,6 +273,7 @@ int main(void)
 	test_recorded_docker();
 	test_nerdctl_shapes();
 	test_errors();
+	test_healthcheck_config();
 	test_array();
 	return done_testing();
 }
