@@ -136,9 +136,13 @@ dh_make_images() {
 dockerd_start() {
 	dh_skip_unless_usable
 	DH_T=$(mktemp -d /tmp/dh.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
+	# A fatal signal skips the EXIT trap: turn the likely ones into exits
+	# (PIPE: the output went to a reader that stopped reading).
 	trap dh_exit EXIT
 	trap 'exit 143' TERM
 	trap 'exit 130' INT
+	trap 'exit 129' HUP
+	trap 'exit 141' PIPE
 	export DOCKER_HOST="unix://$DH_T/docker.sock"
 	# docker-compose 1.29 must not pick up a user's config or context.
 	export DOCKER_CONFIG="$DH_T/cli"
