@@ -118,7 +118,9 @@ void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
 		s->timer = end + interval_ms;
 }
 
-static void refresh_one(struct refresher *rf, bool by_event)
+/* Runs one refresh and publishes its verdict. Returns false when it was
+ * not counted: cancelled, or an event's refresh that failed. */
+static bool refresh_one(struct refresher *rf, bool by_event)
 {
 	struct verdict v, out;
 	struct errbuf err = { "" };
@@ -128,17 +130,9 @@ static void refresh_one(struct refresher *rf, bool by_event)
 	int r = source_refresh(rf->cfg, rf->app, deadline, rf->cancel_fd, &v, &err);
 	if (r == -ECANCELED) {
 		verdict_free(&v);
-		return;
+		return false;
 	}
 	int64_t end = clock_mono_ms();
-	/* The consecutive-failure rule counts the timer's refreshes: events
-	 * (a container dying as dockerd shuts down, say) must not use up the
-	 * failures it tolerates in a fraction of one interval. */
-	if (r < 0 && by_event) {
-		log_msg(LOG_DEBUG, "refresh (event) failed, left to the timer: %s", err.msg);
-		verdict_free(&v);
-		return;
-	}
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
 		 * that is already gone. */
@@ -149,18 +143,25 @@ static void refresh_one(struct refresher *rf, bool by_event)
 	} else if (r == -ENOMEM) {
 		errbuf_set(&err, ENOMEM, "out of memory");
 	}
+	/* The consecutive-failure rule counts the timer's refreshes: events
+	 * (a container dying as dockerd shuts down, say) must not use up the
+	 * failures it tolerates in a fraction of one interval. */
+	if (r < 0 && by_event) {
+		log_msg(LOG_DEBUG, "refresh (event) failed, left to the timer: %s", err.msg);
+		return false;
+	}
 	unsigned old_failures = rf->st.failures;
 	if (refresh_apply(&rf->st, r, &v, &err, &out) < 0) {
 		verdict_free(&v);
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
-		return;
+		return true;
 	}
 	verdict_free(&v);
 	log_transition(&rf->st.current, &out, &rf->st, old_failures);
 	struct verdict copy;
 	if (verdict_copy(&copy, &out) < 0) {
 		verdict_free(&out);
-		return;
+		return true;
 	}
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
@@ -168,12 +169,13 @@ static void refresh_one(struct refresher *rf, bool by_event)
 	verdict_free(&copy);
 	if (!s) {
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
-		return;
+		return true;
 	}
 	s->max_age_ms = refresh_max_age_ms(rf->cfg);
 	cache_publish(rf->cache, s);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
+	return true;
 }
 
 /* Sleeps until when, a stop, or a kick; returns true when kicked. */
@@ -209,9 +211,15 @@ static void *loop(void *arg)
 			bool by_event = sc.kicked && now < sc.timer;
 			/* Kicks that come while it runs ask for one more. */
 			sc.kicked = false;
-			refresh_one(rf, by_event);
+			int64_t timer = sc.timer;
+			bool counted = refresh_one(rf, by_event);
 			int64_t end = clock_mono_ms();
 			refresh_sched_ran(&sc, now, end, rf->cfg->interval_ms);
+			/* A failure left to the timer must not put the timer off: the
+			 * published verdict would age past its limit while the
+			 * failure rule had counted nothing. */
+			if (!counted)
+				sc.timer = timer;
 			now = end;
 		}
 		/* Pinged from here only: a wedged loop stops the pings and
