@@ -123,6 +123,12 @@ static void log_changes(const struct agent *old, const struct agent *now)
 		log_msg(LOG_NOTICE, "reload: refresh_timeout %.3g s -> %.3g s",
 			(double)o->refresh_timeout_ms / 1000,
 			(double)n->refresh_timeout_ms / 1000);
+	if (o->min_refresh_spacing_ms != n->min_refresh_spacing_ms)
+		log_msg(LOG_NOTICE, "reload: min_refresh_spacing %.3g s -> %.3g s",
+			(double)o->min_refresh_spacing_ms / 1000,
+			(double)n->min_refresh_spacing_ms / 1000);
+	if (o->docker_tls_verify != n->docker_tls_verify)
+		log_msg(LOG_NOTICE, "reload: docker_tls_verify changed");
 	if (o->log_priority != n->log_priority)
 		log_msg(LOG_NOTICE, "reload: log_level changed");
 	if (strcmp(o->listen, n->listen))

@@ -115,12 +115,18 @@ static void daemon_message(const struct http_response *resp, char *buf, size_t n
 	err_clean(buf, n, first, 200);
 }
 
-static int status_error(struct api *a, const char *shown, const struct http_response *resp)
+int docker_status_error(const char *shown, const struct http_response *resp,
+			struct errbuf *err)
 {
 	char msg[256];
 	daemon_message(resp, msg, sizeof(msg));
-	return errbuf_set(a->err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
+	return errbuf_set(err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
 			  msg[0] ? ": " : "", msg);
+}
+
+static int status_error(struct api *a, const char *shown, const struct http_response *resp)
+{
+	return docker_status_error(shown, resp, a->err);
 }
 
 static int ping(struct api *a)
@@ -143,6 +149,16 @@ static int ping(struct api *a)
 		r = errbuf_set(a->err, ENOTSUP,
 			       "Docker API %d.%d is older than 1.24, the first with health checks",
 			       a->version / 100, a->version % 100);
+	return r;
+}
+
+int docker_ping(const struct http_endpoint *ep, int64_t deadline, int *version,
+		struct errbuf *err)
+{
+	struct api a = { .ep = *ep, .start = clock_mono_ms(), .deadline = deadline, .err = err };
+	int r = ping(&a);
+	if (r == 0)
+		*version = a.version;
 	return r;
 }
 

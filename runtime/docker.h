@@ -33,6 +33,17 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
 int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
 		struct container_list *out, struct errbuf *err);
 
+struct http_endpoint;
+struct http_response;
+
+/* GET /_ping: the API version to speak, min(DOCKER_API_MAX, the daemon's),
+ * as major * 100 + minor. Shared with the events stream. */
+int docker_ping(const struct http_endpoint *ep, int64_t deadline, int *version,
+		struct errbuf *err);
+/* "GET shown: HTTP 500: <the daemon's message, cleaned and cut>". */
+int docker_status_error(const char *shown, const struct http_response *resp,
+			struct errbuf *err);
+
 /* Exposed for fuzzing: the body of GET /containers/json for project at API
  * version (major * 100 + minor, e.g. 141). Running containers whose list item
  * carries their health (API >= 1.52) are appended to out; the ids of the

@@ -19,8 +19,6 @@
 
 #define EVENTS_MAX_TOKENS 16384
 #define EVENTS_MAX_ERROR_BODY (64u << 10)
-/* Used when /_ping names no version (as docker.c does). */
-#define EVENTS_API_FALLBACK 124
 
 struct events {
 	struct http_conn *c;
@@ -152,74 +150,6 @@ int64_t events_backoff_next(int64_t cur)
 	return cur >= EVENTS_BACKOFF_MAX_MS / 2 ? EVENTS_BACKOFF_MAX_MS : cur * 2;
 }
 
-/* "1.41" → 141. */
-static int parse_version(const char *s, int *out)
-{
-	int maj = 0, min = 0, nd = 0;
-	const char *p = s;
-	for (; *p >= '0' && *p <= '9' && nd < 3; p++, nd++)
-		maj = maj * 10 + (*p - '0');
-	if (nd == 0 || *p++ != '.')
-		return -EINVAL;
-	for (nd = 0; *p >= '0' && *p <= '9' && nd < 2; p++, nd++)
-		min = min * 10 + (*p - '0');
-	if (nd == 0 || *p != '\0')
-		return -EINVAL;
-	*out = maj * 100 + min;
-	return 0;
-}
-
-/* What the daemon said in {"message": ...}, cleaned and cut ("" if none). */
-static void daemon_message(const struct http_response *resp, char *buf, size_t n)
-{
-	struct json j;
-	buf[0] = '\0';
-	if (!resp->body || json_parse(&j, resp->body, resp->body_len, 64, NULL) < 0)
-		return;
-	copy_string(&j, json_get(&j, 0, "message"), buf, n);
-	json_free(&j);
-}
-
-static int status_error(const char *shown, const struct http_response *resp,
-			struct errbuf *err)
-{
-	char msg[256];
-	daemon_message(resp, msg, sizeof(msg));
-	return errbuf_set(err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
-			  msg[0] ? ": " : "", msg);
-}
-
-/* The API version to speak: min(ours, the daemon's), as docker_list does. */
-static int ping(const struct http_endpoint *ep, int64_t deadline, int *version,
-		struct errbuf *err)
-{
-	struct http_conn *c = NULL;
-	struct http_response resp = { 0 };
-	int r = http_connect(ep, deadline, &c, err), theirs;
-	if (r < 0)
-		return r;
-	r = http_get(c, "/_ping", deadline, EVENTS_MAX_ERROR_BODY, &resp, err);
-	http_close(c);
-	if (r < 0) {
-		errbuf_prefix(err, "GET /_ping");
-		return r;
-	}
-	const char *v = http_header(&resp, "Api-Version");
-	if (resp.status != 200)
-		r = status_error("/_ping", &resp, err);
-	else if (!v)
-		*version = EVENTS_API_FALLBACK;
-	else if (parse_version(v, &theirs) < 0)
-		r = errbuf_set(err, EPROTO, "GET /_ping: malformed Api-Version header");
-	else if (parse_version(DOCKER_API_MAX, version) == 0 && theirs < *version)
-		*version = theirs;
-	http_response_free(&resp);
-	if (r == 0 && *version < EVENTS_API_FALLBACK)
-		r = errbuf_set(err, ENOTSUP, "Docker API %d.%d is older than 1.24",
-			       *version / 100, *version % 100);
-	return r;
-}
-
 static int subscribe(struct events *e, const struct http_endpoint *ep, int version,
 		     int64_t deadline, struct errbuf *err)
 {
@@ -234,7 +164,7 @@ static int subscribe(struct events *e, const struct http_endpoint *ep, int versi
 	if (r < 0 && r != -ENOMEM && e->c)
 		errbuf_prefix(err, "GET /events");
 	else if (r == 0 && !e->s)
-		r = status_error("/events", &head, err);
+		r = docker_status_error("/events", &head, err);
 	http_response_free(&head);
 	return r;
 }
@@ -248,7 +178,7 @@ int events_subscribe(const struct docker_opts *o, const char *project, int64_t d
 	if (r < 0)
 		return r;
 	ep.cancel_fd = o->cancel_fd;
-	if ((r = ping(&ep, deadline, &version, err)) < 0)
+	if ((r = docker_ping(&ep, deadline, &version, err)) < 0)
 		return r;
 	struct events *e = calloc(1, sizeof(*e));
 	if (!e || !(e->project = strdup(project))) {
