@@ -1,29 +1,17 @@
 #include "refresh.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "../runtime/events.h"
-#include "../runtime/runtimefile.h"
 #include "clock.h"
 #include "log.h"
 #include "notify.h"
 #include "source.h"
-
-/* A connected events stream re-reads the runtime file this often, so that a
- * new Compose project is followed without waiting for the stream to drop. */
-#define EVENTS_RECHECK_MS 5000
-/* A stream that lasted this long was healthy: the backoff starts over. */
-#define EVENTS_HEALTHY_MS 2000
-/* A stream silent this long is opened afresh: a quiet app sends nothing, but
- * so does a tcp:// peer that vanished without a word, and nothing else would
- * ever tell (the timer covers the verdict meanwhile). */
-#define EVENTS_MAX_SILENCE_MS (5 * 60 * 1000)
+#include "watch.h"
 
 struct refresher {
 	const struct config *cfg;
@@ -37,8 +25,8 @@ struct refresher {
 	 * and the events thread's waits end. */
 	int cancel_fd;
 
-	pthread_t thread, events_thread;
-	bool watching; /* events_thread runs */
+	pthread_t thread;
+	struct watcher *watcher; /* Docker's events, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
@@ -237,152 +225,7 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-/* ---- The events thread (Docker only) ----
- * Each event of the app's project kicks the loop; it never waits on the loop
- * and the loop never waits on it, so a hung or silent stream only costs the
- * early refreshes: the timer goes on. */
-
-struct watch_log {
-	unsigned failures; /* in a row, since the stream was last up */
-	bool was_up;
-	char project[256]; /* last followed, cut: only compared for logging */
-};
-
-/* Sleeps ms, or less when stopping: false then. */
-static bool pause_ms(struct refresher *rf, int64_t ms)
-{
-	struct pollfd p = { .fd = rf->cancel_fd, .events = POLLIN };
-	int64_t until = clock_mono_ms() + ms;
-	int r;
-	do
-		r = poll(&p, 1, clock_left_ms(until));
-	while (r < 0 && errno == EINTR);
-	return r == 0;
-}
-
-static bool project_changed(const struct refresher *rf, const char *project)
-{
-	struct runtime_info ri = { 0 };
-	struct errbuf err = { "" };
-	int r = runtimefile_read(rf->cfg->runtime_file, &ri, &err);
-	bool changed = r < 0 || strcmp(ri.project, project) != 0;
-	runtime_info_free(&ri);
-	return changed;
-}
-
-/* Reads events until the stream ends or breaks (a negative errno), or is
- * to be opened afresh (1): the runtime file names another project, or it was
- * silent too long. *healthy: it lasted. */
-static int follow(struct refresher *rf, struct events *ev, const char *project,
-		  bool *healthy, struct errbuf *err)
-{
-	int64_t since = clock_mono_ms(), last = since;
-	int r;
-	for (;;) {
-		struct event e;
-		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
-		if (r == 1) {
-			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
-			refresh_kick(rf);
-			last = clock_mono_ms();
-		} else if (r == -ETIMEDOUT && (project_changed(rf, project) ||
-					       clock_mono_ms() - last >= EVENTS_MAX_SILENCE_MS)) {
-			r = 1;
-			break;
-		} else if (r != -ETIMEDOUT) {
-			break;
-		}
-	}
-	*healthy = clock_mono_ms() - since >= EVENTS_HEALTHY_MS;
-	if (r == 0)
-		r = errbuf_set(err, ECONNRESET, "Docker ended the events stream");
-	return r;
-}
-
-/* Logs transitions: the first subscription, a new project, the stream back
- * after failures; a routine reopening only at debug. */
-static void watch_up(struct watch_log *wl, const char *project)
-{
-	bool same = wl->was_up && strncmp(wl->project, project, sizeof(wl->project) - 1) == 0;
-	if (wl->failures > 0 && same)
-		log_msg(LOG_NOTICE, "Docker events: following project %s again", project);
-	else if (!same)
-		log_msg(LOG_INFO, "Docker events: following project %s", project);
-	else
-		log_msg(LOG_DEBUG, "Docker events: stream reopened for project %s", project);
-	snprintf(wl->project, sizeof(wl->project), "%s", project);
-	wl->failures = 0;
-	wl->was_up = true;
-}
-
-/* One subscription, from reading the runtime file to the stream's end.
- * *no_file: the runtime file does not exist yet (Compose has not started). */
-static int watch_once(struct refresher *rf, struct watch_log *wl, bool *healthy,
-		      bool *no_file, struct errbuf *err)
-{
-	struct runtime_info ri = { 0 };
-	struct events *ev = NULL;
-	int r = runtimefile_read(rf->cfg->runtime_file, &ri, err);
-	*no_file = r == -ENOENT;
-	if (r < 0)
-		return r;
-	struct docker_opts o = { .host = rf->cfg->docker_host,
-				 .tls_verify = rf->cfg->docker_tls_verify,
-				 .cert_path = rf->cfg->docker_cert_path,
-				 .cancel_fd = rf->cancel_fd };
-	r = events_subscribe(&o, ri.project, clock_mono_ms() + rf->cfg->refresh_timeout_ms, &ev,
-			     err);
-	if (r == 0) {
-		watch_up(wl, ri.project);
-		/* Whatever happened while no stream was open went unseen. */
-		refresh_kick(rf);
-		r = follow(rf, ev, ri.project, healthy, err);
-	}
-	events_close(ev);
-	runtime_info_free(&ri);
-	return r;
-}
-
-static void watch_failed(struct refresher *rf, struct watch_log *wl, bool no_file,
-			 const struct errbuf *err, int64_t backoff)
-{
-	wl->failures++;
-	if (no_file)
-		log_msg(LOG_DEBUG, "Docker events: no runtime file yet, next try in %lld ms",
-			(long long)backoff);
-	else if (wl->failures == 1)
-		log_msg(LOG_WARNING, "Docker events: %s; reconnecting (the %.3g s timer "
-				     "still refreshes)", err->msg,
-			(double)rf->cfg->interval_ms / 1000);
-	else
-		log_msg(LOG_DEBUG, "Docker events: %s (%u in a row), next try in %lld ms",
-			err->msg, wl->failures, (long long)backoff);
-}
-
-static void *watch(void *arg)
-{
-	struct refresher *rf = arg;
-	struct watch_log wl = { 0 };
-	int64_t backoff = 0;
-	while (!stopping(rf)) {
-		struct errbuf err = { "" };
-		bool healthy = false, no_file = false;
-		int r = watch_once(rf, &wl, &healthy, &no_file, &err);
-		if (r == -ECANCELED || stopping(rf))
-			break;
-		if (healthy || r == 1)
-			backoff = 0;
-		if (r == 1)
-			continue;
-		if (r == -ENOMEM)
-			errbuf_set(&err, ENOMEM, "out of memory");
-		backoff = events_backoff_next(backoff);
-		watch_failed(rf, &wl, no_file, &err, backoff);
-		if (!pause_ms(rf, backoff))
-			break;
-	}
-	return NULL;
-}
+static void kick(void *rf);
 
 static bool source_is_docker(const struct app_compose *app)
 {
@@ -428,15 +271,16 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
 	/* nerdctl publishes no health events: it keeps the timer alone. */
-	if (source_is_docker(app)) {
-		r = pthread_create(&rf->events_thread, NULL, watch, rf);
-		if (r != 0)
-			log_msg(LOG_WARNING, "cannot start the Docker events thread: %s; "
-					     "refreshing on the timer only", strerror(r));
-		rf->watching = r == 0;
-	}
+	if (source_is_docker(app) && watch_start(cfg, rf->cancel_fd, kick, rf, &rf->watcher,
+						 err) < 0)
+		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
 	*out = rf;
 	return 0;
+}
+
+static void kick(void *rf)
+{
+	refresh_kick(rf);
 }
 
 void refresh_kick(struct refresher *rf)
@@ -461,8 +305,7 @@ void refresh_stop(struct refresher *rf)
 		 * the join still ends, at the refresh deadline. */
 	}
 	pthread_join(rf->thread, NULL);
-	if (rf->watching)
-		pthread_join(rf->events_thread, NULL);
+	watch_join(rf->watcher);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

@@ -1,0 +1,206 @@
+#include "watch.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/docker.h"
+#include "../runtime/events.h"
+#include "../runtime/runtimefile.h"
+#include "clock.h"
+#include "log.h"
+
+/* A connected events stream re-reads the runtime file this often, so that a
+ * new Compose project is followed without waiting for the stream to drop. */
+#define EVENTS_RECHECK_MS 5000
+/* A stream that lasted this long was healthy: the backoff starts over. */
+#define EVENTS_HEALTHY_MS 2000
+/* A stream silent this long is opened afresh: a quiet app sends nothing, but
+ * so does a tcp:// peer that vanished without a word, and nothing else would
+ * ever tell (the timer covers the verdict meanwhile). */
+#define EVENTS_MAX_SILENCE_MS (5 * 60 * 1000)
+
+struct watcher {
+	const struct config *cfg;
+	int cancel_fd;
+	void (*kick)(void *);
+	void *kick_arg;
+	pthread_t thread;
+};
+
+/* The refresher wrote cancel_fd: the agent is stopping. */
+static bool cancelled(const struct watcher *w)
+{
+	struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
+	return poll(&p, 1, 0) > 0;
+}
+
+struct watch_log {
+	unsigned failures; /* in a row, since the stream was last up */
+	bool was_up;
+	char project[256]; /* last followed, cut: only compared for logging */
+};
+
+/* Sleeps ms, or less when stopping: false then. */
+static bool pause_ms(struct watcher *w, int64_t ms)
+{
+	struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
+	int64_t until = clock_mono_ms() + ms;
+	int r;
+	do
+		r = poll(&p, 1, clock_left_ms(until));
+	while (r < 0 && errno == EINTR);
+	return r == 0;
+}
+
+static bool project_changed(const struct watcher *w, const char *project)
+{
+	struct runtime_info ri = { 0 };
+	struct errbuf err = { "" };
+	int r = runtimefile_read(w->cfg->runtime_file, &ri, &err);
+	bool changed = r < 0 || strcmp(ri.project, project) != 0;
+	runtime_info_free(&ri);
+	return changed;
+}
+
+/* Reads events until the stream ends or breaks (a negative errno), or is
+ * to be opened afresh (1): the runtime file names another project, or it was
+ * silent too long. *healthy: it lasted. */
+static int follow(struct watcher *w, struct events *ev, const char *project,
+		  bool *healthy, struct errbuf *err)
+{
+	int64_t since = clock_mono_ms(), last = since;
+	int r;
+	for (;;) {
+		struct event e;
+		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
+		if (r == 1) {
+			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
+			w->kick(w->kick_arg);
+			last = clock_mono_ms();
+		} else if (r == -ETIMEDOUT && (project_changed(w, project) ||
+					       clock_mono_ms() - last >= EVENTS_MAX_SILENCE_MS)) {
+			r = 1;
+			break;
+		} else if (r != -ETIMEDOUT) {
+			break;
+		}
+	}
+	*healthy = clock_mono_ms() - since >= EVENTS_HEALTHY_MS;
+	if (r == 0)
+		r = errbuf_set(err, ECONNRESET, "Docker ended the events stream");
+	return r;
+}
+
+/* Logs transitions: the first subscription, a new project, the stream back
+ * after failures; a routine reopening only at debug. */
+static void watch_up(struct watch_log *wl, const char *project)
+{
+	bool same = wl->was_up && strncmp(wl->project, project, sizeof(wl->project) - 1) == 0;
+	if (wl->failures > 0 && same)
+		log_msg(LOG_NOTICE, "Docker events: following project %s again", project);
+	else if (!same)
+		log_msg(LOG_INFO, "Docker events: following project %s", project);
+	else
+		log_msg(LOG_DEBUG, "Docker events: stream reopened for project %s", project);
+	snprintf(wl->project, sizeof(wl->project), "%s", project);
+	wl->failures = 0;
+	wl->was_up = true;
+}
+
+/* One subscription, from reading the runtime file to the stream's end.
+ * *no_file: the runtime file does not exist yet (Compose has not started). */
+static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
+		      bool *no_file, struct errbuf *err)
+{
+	struct runtime_info ri = { 0 };
+	struct events *ev = NULL;
+	int r = runtimefile_read(w->cfg->runtime_file, &ri, err);
+	*no_file = r == -ENOENT;
+	if (r < 0)
+		return r;
+	struct docker_opts o = { .host = w->cfg->docker_host,
+				 .tls_verify = w->cfg->docker_tls_verify,
+				 .cert_path = w->cfg->docker_cert_path,
+				 .cancel_fd = w->cancel_fd };
+	r = events_subscribe(&o, ri.project, clock_mono_ms() + w->cfg->refresh_timeout_ms, &ev,
+			     err);
+	if (r == 0) {
+		watch_up(wl, ri.project);
+		/* Whatever happened while no stream was open went unseen. */
+		w->kick(w->kick_arg);
+		r = follow(w, ev, ri.project, healthy, err);
+	}
+	events_close(ev);
+	runtime_info_free(&ri);
+	return r;
+}
+
+static void watch_failed(struct watcher *w, struct watch_log *wl, bool no_file,
+			 const struct errbuf *err, int64_t backoff)
+{
+	wl->failures++;
+	if (no_file)
+		log_msg(LOG_DEBUG, "Docker events: no runtime file yet, next try in %lld ms",
+			(long long)backoff);
+	else if (wl->failures == 1)
+		log_msg(LOG_WARNING, "Docker events: %s; reconnecting (the %.3g s timer "
+				     "still refreshes)", err->msg,
+			(double)w->cfg->interval_ms / 1000);
+	else
+		log_msg(LOG_DEBUG, "Docker events: %s (%u in a row), next try in %lld ms",
+			err->msg, wl->failures, (long long)backoff);
+}
+
+static void *watch(void *arg)
+{
+	struct watcher *w = arg;
+	struct watch_log wl = { 0 };
+	int64_t backoff = 0;
+	while (!cancelled(w)) {
+		struct errbuf err = { "" };
+		bool healthy = false, no_file = false;
+		int r = watch_once(w, &wl, &healthy, &no_file, &err);
+		if (r == -ECANCELED || cancelled(w))
+			break;
+		if (healthy || r == 1)
+			backoff = 0;
+		if (r == 1)
+			continue;
+		if (r == -ENOMEM)
+			errbuf_set(&err, ENOMEM, "out of memory");
+		backoff = events_backoff_next(backoff);
+		watch_failed(w, &wl, no_file, &err, backoff);
+		if (!pause_ms(w, backoff))
+			break;
+	}
+	return NULL;
+}
+
+int watch_start(const struct config *cfg, int cancel_fd, void (*kick)(void *), void *arg,
+		struct watcher **out, struct errbuf *err)
+{
+	struct watcher *w = calloc(1, sizeof(*w));
+	if (!w)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	*w = (struct watcher){ .cfg = cfg, .cancel_fd = cancel_fd, .kick = kick, .kick_arg = arg };
+	int r = pthread_create(&w->thread, NULL, watch, w);
+	if (r != 0) {
+		free(w);
+		return errbuf_set(err, r, "cannot start the Docker events thread: %s", strerror(r));
+	}
+	*out = w;
+	return 0;
+}
+
+void watch_join(struct watcher *w)
+{
+	if (!w)
+		return;
+	pthread_join(w->thread, NULL);
+	free(w);
+}
