@@ -32,7 +32,7 @@ done
 
 # Short: unix socket paths (and containerd's, under dockerd's exec root)
 # must fit in 108 bytes.
-T=$(mktemp -d /tmp/hb.XXXXXX) || exit 1
+T=$(mktemp -d -t hb.XXXXXX) || exit 1
 PIDS=()
 DOCKERD_PID=
 
