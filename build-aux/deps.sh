@@ -11,7 +11,7 @@ pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python
 pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd valgrind"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
-pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io busybox-static"
+pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"
 
 want=""
 for purpose in "$@"; do
