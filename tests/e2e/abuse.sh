@@ -23,9 +23,11 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 # What an agent under attack may hold: 256 connections of 16 KiB each, the
 # 64 KiB bodies in flight, and the sanitizer build's own overhead.
 case "$B" in
-*asan*) # with a small quarantine, so that freed buffers are not counted
+*asan*) # The sanitizer's allocator keeps and maps memory of its own (peaks
+	# of 300-500 MiB were seen at a high load): memory is judged in the
+	# release build only.
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
-	RSS_MAX_KB=$((160 * 1024)) ;;
+	RSS_MAX_KB= ;;
 *) RSS_MAX_KB=$((48 * 1024)) ;;
 esac
 ATTACK_S=${ABUSE_SECONDS:-12}
@@ -49,7 +51,7 @@ served() { grep -q 'serving on 127.0.0.1:' "$T/agent.log"; }
 wait_for 10 served || { echo "not ok 1 - the agent did not start"; echo "1..1"; exit 1; }
 PORT=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/agent.log" | head -n1)
 kb() { awk -v k="$1" '$1 == k":" { print $2 }' "/proc/$AGENT/status"; }
-diag "agent on 127.0.0.1:$PORT, RSS $(kb VmRSS) KiB at start; bound ${RSS_MAX_KB} KiB"
+diag "agent on 127.0.0.1:$PORT, RSS $(kb VmRSS) KiB at start; bound ${RSS_MAX_KB:-none in this build} KiB"
 
 ips() { # ips N: 127.0.0.2 ... 127.0.0.(N+1)
 	local i out=
@@ -78,7 +80,11 @@ attack() { # attack LABEL ATTACK SOURCES CONNS
 	if [ "$okp" != "$polls" ]; then
 		grep -v ' 200 ' "$T/$label.polls" | head -n 3 | sed 's/^/#   /'
 	fi
-	ok $([ "$hwm" -lt "$RSS_MAX_KB" ]; echo $?) "$label: peak RSS ${hwm} KiB < ${RSS_MAX_KB} KiB"
+	if [ -n "$RSS_MAX_KB" ]; then
+		ok $([ "$hwm" -lt "$RSS_MAX_KB" ]; echo $?) "$label: peak RSS ${hwm} KiB < ${RSS_MAX_KB} KiB"
+	else
+		diag "$label: peak RSS ${hwm} KiB (not judged in this build)"
+	fi
 	ok $(kill -0 "$AGENT" 2>/dev/null; echo $?) "$label: the agent is still running"
 	diag "$label: $res"
 	ROWS+=("$(printf '%-22s | %5s/%-5s | %6s ms | %6s ms | %7s KiB | %s' "$label" "$okp" "$polls" \

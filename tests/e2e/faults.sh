@@ -35,6 +35,9 @@ ONCE_MAX_MS=1500   # the 1 s refresh timeout plus the process's start and exit
 PEAK_GROWTH_MAX_KB=$((40 * 1024))
 AFTER_GROWTH_MAX_KB=$((24 * 1024))
 TIME_POLLS=1
+# Memory is judged in the release build: the sanitizer's allocator keeps and
+# maps memory of its own (a 16 MiB body cost it 300 MiB at a high load).
+JUDGE_MEMORY=1
 case "$B" in
 *asan*) # The sanitizer build's latency is the sanitizer's: shown, not
 	# judged. Its memory is, with room for its allocator (a small
@@ -42,8 +45,7 @@ case "$B" in
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 	TIME_POLLS=0
 	ONCE_MAX_MS=3000
-	PEAK_GROWTH_MAX_KB=$((128 * 1024))
-	AFTER_GROWTH_MAX_KB=$((128 * 1024)) ;;
+	JUDGE_MEMORY=0 ;;
 esac
 
 T=$(mktemp -d)
@@ -201,8 +203,12 @@ fault() {
 	is "$rc" 1 "$name: --once exits 1"
 	ok $([ "$once_ms" -lt "$ONCE_MAX_MS" ]; echo $?) "$name: --once ended in ${once_ms} ms (< ${ONCE_MAX_MS})"
 	like "$out" "$re" "$name: --once names the same failure"
-	ok $([ $((hwm - rss0)) -lt "$PEAK_GROWTH_MAX_KB" ] && [ $((rss1 - rss0)) -lt "$AFTER_GROWTH_MAX_KB" ]; echo $?) \
-		"$name: memory bounded (RSS ${rss0} KiB before, peak ${hwm}, ${rss1} after)"
+	if [ "$JUDGE_MEMORY" = 1 ]; then
+		ok $([ $((hwm - rss0)) -lt "$PEAK_GROWTH_MAX_KB" ] && [ $((rss1 - rss0)) -lt "$AFTER_GROWTH_MAX_KB" ]; echo $?) \
+			"$name: memory bounded (RSS ${rss0} KiB before, peak ${hwm}, ${rss1} after)"
+	else
+		diag "$name: RSS ${rss0} KiB before, peak ${hwm}, ${rss1} after (not judged in this build)"
+	fi
 	is "$stop_rc" 0 "$name: SIGTERM during the fault: exit 0"
 	ROWS+=("$(printf '%-16s | %-62.62s | %5s ms | %5s ms (%5s) | %4s/%-4s | %6s/%6s/%6s' \
 		"$name" "$err" "$once_ms" "$p99" "$control" "$okp" "$polls" "$rss0" "$hwm" "$rss1")")

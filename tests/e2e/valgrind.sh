@@ -62,7 +62,7 @@ like "$(cat "$T/out")" '^\{"healthy":true' "status file --once: healthy"
 	--compose-file "$T/sf.json" 2>"$T/sf.log" &
 pid=$!
 PIDS+=($pid)
-ok $(wait_for 30 says "$T/sf.sock" '"healthy":true'; echo $?) "status file, served: healthy"
+ok $(wait_for 90 says "$T/sf.sock" '"healthy":true'; echo $?) "status file, served: healthy"
 printf 'unhealthy\n%s\n' "$(date +%s)" >"$T/health"
 ok $(wait_for 10 says "$T/sf.sock" 'the app reports unhealthy'; echo $?) "status file, served: unhealthy when the app says so"
 rm "$T/health"
