@@ -98,7 +98,7 @@ like "$(cat "$T/out")" '"name":"demo-worker-1"' "docker --once: names the failin
 	--refresh-timeout 1 "${DARGS[@]}" 2>"$T/d.log" &
 pid=$!
 PIDS+=($pid)
-ok $(wait_for 30 says "$T/a.sock" '"name":"demo-worker-1"'; echo $?) "docker, served: the recorded verdict"
+ok $(wait_for 90 says "$T/a.sock" '"name":"demo-worker-1"'; echo $?) "docker, served: the recorded verdict"
 is "$(health "$T/a.sock" pb)" 200 "docker, served: protobuf"
 echo '.*/containers/json.*=garbage' >"$T/routes"
 ok $(wait_for 20 says "$T/a.sock" '"error":"GET /containers/json: '; echo $?) "docker, served: garbage becomes an error verdict"
