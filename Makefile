@@ -107,7 +107,7 @@ run: all
 	@build-aux/run-example.sh $(BUILD)/dstack-healthd
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 # Installation, as a distribution lays it out: `make install PREFIX=/usr
 # DESTDIR=/stage`. The daemon goes to sbin; the units name whatever SBINDIR
