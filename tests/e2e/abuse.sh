@@ -35,13 +35,7 @@ ATTACK_S=${ABUSE_SECONDS:-12}
 # Thousands of client sockets: raise our limit (the agent inherits it).
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/lib/scratch.sh
 
 printf '{"manifest_version":"3","name":"t","runner":"docker-compose"}\n' >"$T/app.json"
 "$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" 2>"$T/agent.log" &

@@ -8,13 +8,7 @@ cd "$(dirname "$0")/../.."
 BIN=${HEALTHD_BUILD:-build}/dstack-healthd
 [ -x "$BIN" ] || skip_all "$BIN not built"
 
-T=$(mktemp -d /tmp/healthd-agent.XXXXXX)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/lib/scratch.sh
 
 compose() { # compose FILE JSON-REQUIREMENTS [RUNNER]
 	printf '{"manifest_version":"3","name":"t","runner":"%s","requirements":%s}\n' \

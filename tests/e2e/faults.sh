@@ -48,13 +48,7 @@ case "$B" in
 	JUDGE_MEMORY=0 ;;
 esac
 
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/lib/scratch.sh
 
 WEB=f897beb9f2f72abe70da3e5bb2a41f499053b573037353b36e598027ac26dcd3
 LIST='[{"Id":"'$WEB'","Names":["/demo-web-1"],"Labels":{"com.docker.compose.project":"demo"},"State":"running","Health":{"Status":"healthy","FailingStreak":0}}]'

@@ -27,13 +27,7 @@ case "$B" in
 	RSS_GROWTH_MAX_KB=$((32 * 1024)) ;;
 esac
 
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/lib/scratch.sh
 
 # The app names $T/p/health; $T/p points at the case being played.
 printf '{"manifest_version":"3","name":"t","runner":"bash","requirements":{"health_check":true,"health_status_file":"%s/p/health"}}\n' \

@@ -20,13 +20,7 @@ esac
 command -v valgrind >/dev/null || skip_all "valgrind is not installed"
 command -v python3 >/dev/null || skip_all "python3 is not installed"
 
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/lib/scratch.sh
 VG=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 	--show-leak-kinds=definite --track-fds=no --quiet)
 
