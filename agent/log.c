@@ -66,17 +66,11 @@ static void log_v(int prio, const char *const *fields, const char *fmt, va_list 
 		if (sd_journal_sendv(iov, n) >= 0)
 			return;
 	}
-	/* One write per line, so lines from two threads never interleave. */
+	/* One write per line, so lines from two threads never interleave. The
+	 * journal's fields are for selecting entries; on stderr the message says
+	 * it all. */
 	char line[4096];
 	int off = snprintf(line, sizeof(line), "dstack-healthd: %s: %s", prio_name(prio), msg);
-	for (int i = 0; fields && fields[i] && off > 0 && (size_t)off < sizeof(line); i++) {
-		const char *eq = strchr(fields[i], '=');
-		if (!eq)
-			continue;
-		int klen = (int)(eq - fields[i]);
-		off += snprintf(line + off, sizeof(line) - (size_t)off, " %.*s=%s", klen,
-				fields[i], eq + 1);
-	}
 	if (off < 0)
 		return;
 	if ((size_t)off >= sizeof(line) - 1)

@@ -11,7 +11,7 @@ void log_init(void);
 void log_set_max_priority(int prio);
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A message with extra journal fields: NULL-terminated "KEY=value" strings.
- * On stderr the fields are appended as key=value. */
+ * On stderr only the message is written. */
 void log_fields(int prio, const char *const *fields, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -55,9 +55,10 @@ int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 	return verdict_set_error(out, "%s", err->msg);
 }
 
-static void log_transition(const struct verdict *old, const struct verdict *now,
-			   const struct refresh_state *st, unsigned old_failures)
+static void log_transition(const struct refresher *rf, const struct verdict *old,
+			   const struct verdict *now, unsigned old_failures)
 {
+	const struct refresh_state *st = &rf->st;
 	char summary[512];
 	verdict_summary(now, summary, sizeof(summary));
 	if (st->failures == 1)
@@ -71,9 +72,14 @@ static void log_transition(const struct verdict *old, const struct verdict *now,
 			old_failures == 1 ? "" : "s");
 	if (verdict_equal(old, now))
 		return;
+	/* Journal fields, so that an operator can select on them. */
+	char reason[600], hash[96];
+	const char *colon = strchr(summary, ':');
+	snprintf(reason, sizeof(reason), "HEALTHD_REASON=%s", colon ? colon + 2 : "");
+	snprintf(hash, sizeof(hash), "HEALTHD_COMPOSE_HASH=%s", rf->app->hash);
 	const char *fields[] = { now->healthy ? "HEALTHD_VERDICT=healthy"
 					      : "HEALTHD_VERDICT=unhealthy",
-				 NULL };
+				 hash, colon ? reason : NULL, NULL };
 	log_fields(now->healthy ? LOG_NOTICE : LOG_WARNING, fields, "verdict: %s", summary);
 	notify_status(summary);
 }
@@ -145,7 +151,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 		return true;
 	}
 	verdict_free(&v);
-	log_transition(&rf->st.current, &out, &rf->st, old_failures);
+	log_transition(rf, &rf->st.current, &out, old_failures);
 	struct verdict copy;
 	if (verdict_copy(&copy, &out) < 0) {
 		verdict_free(&out);

@@ -173,6 +173,8 @@ pairs=$(awk '/^[A-Z][a-z][a-z] / { p = ""; v = "" }
 is "$pairs" "healthy/5 unhealthy/4 healthy/5 " "verdicts logged at notice, warning, notice with HEALTHD_VERDICT"
 grep -q '^    HEALTHD_COMPOSE_HASH=[0-9a-f]\{64\}$' "$T/journal.verbose"
 ok $? "the start line carries HEALTHD_COMPOSE_HASH"
+grep -qx '    HEALTHD_REASON=<health_file>: the app reports unhealthy' "$T/journal.verbose"
+ok $? "the unhealthy verdict carries HEALTHD_REASON, the rule that failed"
 
 # --- reload, crash, stop ----------------------------------------------------
 in_c systemctl reload dstack-healthd
