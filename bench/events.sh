@@ -30,20 +30,7 @@ SPACING=${BENCH_SPACING:-0.25}
 command -v python3 >/dev/null || { echo "error: python3 is needed"; exit 2; }
 
 dockerd_start >/dev/null
-cat >"$DH_T/one.yml" <<'EOF'
-version: "2.4"
-services:
-  web:
-    image: healthd-test:1
-    network_mode: none
-    init: true
-    command: ["sh", "-c", "touch /ok && exec sleep 3600"]
-    healthcheck:
-      test: ["CMD", "test", "-e", "/ok"]
-      interval: 1s
-      timeout: 1s
-      retries: 1
-EOF
+cp tests/e2e/compose/toggle.yml "$DH_T/one.yml"
 # Each probe flips a file and fails every other time: healthy, unhealthy,
 # healthy... one health_status event per container per second.
 cat >"$DH_T/flap.yml" <<'EOF'

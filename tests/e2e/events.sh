@@ -10,23 +10,7 @@ cd "$(dirname "$0")/../.." || exit 1
 
 dockerd_start
 
-# One service whose healthcheck tests a file, so that a test can fail and
-# pass it at will; restart: always brings it back after dockerd restarts.
-cat >"$DH_T/ev.yml" <<'EOF'
-version: "2.4"
-services:
-  web:
-    image: healthd-test:1
-    network_mode: none
-    init: true
-    restart: always
-    command: ["sh", "-c", "touch /ok && exec sleep 3600"]
-    healthcheck:
-      test: ["CMD", "test", "-e", "/ok"]
-      interval: 1s
-      timeout: 10s
-      retries: 1
-EOF
+cp tests/e2e/compose/toggle.yml "$DH_T/ev.yml"
 ev_compose() { # ev_compose PROJECT ARGS...
 	local p=$1
 	shift
