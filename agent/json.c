@@ -388,8 +388,7 @@ int json_buf_puts(struct json_buf *b, const char *s)
 	return json_buf_put(b, s, strlen(s));
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t json_utf8_len(const unsigned char *s, size_t n)
 {
 	unsigned cp;
 	size_t len;
@@ -452,7 +451,7 @@ int json_buf_string(struct json_buf *b, const char *s)
 			r = json_buf_put(b, esc, 6);
 			i++;
 		} else {
-			size_t len = utf8_len(p + i, n - i);
+			size_t len = json_utf8_len(p + i, n - i);
 			if (len) {
 				r = json_buf_put(b, s + i, len);
 				i += len;

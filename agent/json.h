@@ -87,6 +87,9 @@ struct json_buf {
 int json_buf_put(struct json_buf *b, const char *s, size_t n);
 int json_buf_puts(struct json_buf *b, const char *s);
 int json_buf_string(struct json_buf *b, const char *s);
+/* Length of the valid UTF-8 sequence at s (n bytes left, n > 0), or 0 for an
+ * invalid, overlong, surrogate or truncated one. */
+size_t json_utf8_len(const unsigned char *s, size_t n);
 void json_buf_free(struct json_buf *b);
 
 #endif

@@ -45,35 +45,6 @@ int encode_health_json(const struct verdict *v, struct json_buf *out)
 	return r;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t len;
-	unsigned cp;
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		len = 2, cp = s[0] & 0x1fu;
-	else if ((s[0] & 0xf0) == 0xe0)
-		len = 3, cp = s[0] & 0x0fu;
-	else if ((s[0] & 0xf8) == 0xf0)
-		len = 4, cp = s[0] & 0x07u;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t k = 1; k < len; k++) {
-		if ((s[k] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[k] & 0x3fu);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* s itself when it is valid UTF-8, else a copy in *owned with every bad byte
  * replaced by U+FFFD: proto3 decoders (the gateway's prost) refuse a string
  * field that is not UTF-8, which would read as an unreachable agent. */
@@ -82,7 +53,7 @@ static char *utf8_repaired(const char *s, char **owned)
 	const unsigned char *p = (const unsigned char *)s;
 	size_t n = strlen(s), i = 0, bad = 0;
 	while (i < n) {
-		size_t l = utf8_seq(p + i, n - i);
+		size_t l = json_utf8_len(p + i, n - i);
 		bad += l == 0;
 		i += l ? l : 1;
 	}
@@ -93,7 +64,7 @@ static char *utf8_repaired(const char *s, char **owned)
 		return NULL;
 	size_t o = 0;
 	for (i = 0; i < n;) {
-		size_t l = utf8_seq(p + i, n - i);
+		size_t l = json_utf8_len(p + i, n - i);
 		if (l) {
 			memcpy(d + o, s + i, l);
 			o += l, i += l;
