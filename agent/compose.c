@@ -261,11 +261,8 @@ int compose_load(const char *path, struct app_compose *out, struct errbuf *err)
 	if (r < 0)
 		return r;
 	r = compose_parse(buf, len, out, err);
-	if (r < 0) {
-		char shown[READFILE_SHOWN_BYTES + 1];
-		err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
-		errbuf_prefix(err, "%s", shown);
-	}
+	if (r < 0)
+		readfile_prefix_error(err, path);
 	return r;
 }
 

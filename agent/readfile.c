@@ -43,6 +43,13 @@ static int read_all(const char *path, size_t max, char **out, size_t *len)
 	return 0;
 }
 
+void readfile_prefix_error(struct errbuf *err, const char *path)
+{
+	char shown[READFILE_SHOWN_BYTES + 1];
+	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	errbuf_prefix(err, "%s", shown);
+}
+
 int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err)
 {
 	char shown[READFILE_SHOWN_BYTES + 1];

@@ -16,4 +16,8 @@
  * or another errno "cannot be read: ...". */
 int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err);
 
+/* Prefixes err with path, cleaned and cut as readfile() shows it: for the
+ * parse errors of a file readfile() read. */
+void readfile_prefix_error(struct errbuf *err, const char *path);
+
 #endif

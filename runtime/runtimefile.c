@@ -120,11 +120,8 @@ int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *
 	if (r < 0)
 		return r;
 	r = runtimefile_parse(buf, len, out, err);
-	if (r < 0) {
-		char shown[READFILE_SHOWN_BYTES + 1];
-		err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
-		errbuf_prefix(err, "%s", shown);
-	}
+	if (r < 0)
+		readfile_prefix_error(err, path);
 	return r;
 }
 
