@@ -186,22 +186,6 @@ static bool retry_version(struct api *a, const struct http_response *resp)
 	return true;
 }
 
-static int urlencode(struct json_buf *out, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-		int r = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-					(c >= '0' && c <= '9') || strchr("-._~", c) ?
-				json_buf_put(out, s, 1) :
-				json_buf_put(out, e, 3);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 /* /v1.41/containers/json?all=1&filters={"label":["com.docker.compose.project=P"]} */
 static int list_target(const struct api *a, const char *project, struct json_buf *t)
 {
@@ -221,7 +205,7 @@ static int list_target(const struct api *a, const char *project, struct json_buf
 	if (r == 0)
 		r = json_buf_puts(t, head);
 	if (r == 0)
-		r = urlencode(t, filter.p);
+		r = http_urlencode(t, filter.p);
 	json_buf_free(&label);
 	json_buf_free(&filter);
 	return r;

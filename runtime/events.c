@@ -29,21 +29,6 @@ struct events {
 	char *project;
 };
 
-static int urlencode(struct json_buf *out, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-		bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			     (c >= '0' && c <= '9') || (c && strchr("-._~", c));
-		int r = plain ? json_buf_put(out, s, 1) : json_buf_put(out, e, 3);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 int events_target(int version, const char *project, struct json_buf *out)
 {
 	struct json_buf label = { 0 }, f = { 0 };
@@ -62,7 +47,7 @@ int events_target(int version, const char *project, struct json_buf *out)
 	if (r == 0)
 		r = json_buf_puts(out, head);
 	if (r == 0)
-		r = urlencode(out, f.p);
+		r = http_urlencode(out, f.p);
 	json_buf_free(&label);
 	json_buf_free(&f);
 	return r;

@@ -23,6 +23,7 @@
 
 #include "../agent/cleanup.h"
 #include "../agent/clock.h"
+#include "../agent/json.h"
 
 enum {
 	ST_STATUS,
@@ -537,6 +538,21 @@ static int parse_tcp(const char *a, struct http_endpoint *ep, struct errbuf *err
 	if (pl == 0 || v < 1 || v > 65535)
 		return bad_host(ep, err, "port must be a number from 1 to 65535");
 	snprintf(ep->port, sizeof(ep->port), "%lu", v);
+	return 0;
+}
+
+int http_urlencode(struct json_buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+		bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			     (c >= '0' && c <= '9') || strchr("-._~", c);
+		int r = plain ? json_buf_put(out, s, 1) : json_buf_put(out, e, 3);
+		if (r < 0)
+			return r;
+	}
 	return 0;
 }
 

@@ -99,6 +99,11 @@ struct http_endpoint {
 	int cancel_fd;
 };
 
+/* Appends s percent-encoded for a query string (all but RFC 3986's
+ * unreserved characters). -ENOMEM. */
+struct json_buf;
+int http_urlencode(struct json_buf *out, const char *s);
+
 int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
 			struct http_endpoint *ep, struct errbuf *err);
 
