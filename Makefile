@@ -36,7 +36,14 @@ ifeq ($(filter clean,$(MAKECMDGOALS)),)
 -include $(BUILD)/config.mk
 endif
 
-CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen \
+# jsmn's settings, once for every translation unit: strict mode (primitives
+# must be true, false, null or numbers, followed by a delimiter), and parent
+# links, without which finding the enclosing token after every closing
+# bracket scans back over every token before it (quadratic in a Docker list
+# of many containers). The second changes the layout of jsmntok_t, so no
+# file may set it on its own.
+JSMN_DEFS := -DJSMN_STRICT -DJSMN_PARENT_LINKS
+CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
 	-DHEALTHD_VERSION='"$(VERSION)"'
 CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
 LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
@@ -45,7 +52,7 @@ LDLIBS += $(PKG_LIBS)
 PROTOS := $(wildcard rpc/*.proto)
 GEN_C := $(PROTOS:rpc/%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_H := $(GEN_C:.c=.h)
-LIB_SRCS := $(filter-out agent/main.c,$(wildcard agent/*.c rpc/*.c runtime/*.c statusfile/*.c))
+LIB_SRCS := $(filter-out agent/main.c,$(wildcard base/*.c agent/*.c rpc/*.c runtime/*.c statusfile/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -220,7 +227,7 @@ $(FUZZ_BUILD)/libhealthd.a: FORCE
 endif
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(JSMN_DEFS) -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
 		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
 		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
 

@@ -15,7 +15,7 @@
  *   nothing could ever be judged (DESIGN.md §4).
  * - A known field given twice is an error: which one wins is not defined.
  * Messages name the field; compose_load prefixes the file. */
-#include "compose.h"
+#include "agent/compose.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +27,9 @@
 
 #include <mbedtls/sha256.h>
 
-#include "cleanup.h"
-#include "readfile.h"
-#include "json.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/readfile.h"
 
 /* The docker-compose YAML is one string token, so real files have few
  * tokens however large they are; this bounds a hostile one. */

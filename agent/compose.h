@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define COMPOSE_MAX_BYTES (4u << 20)
 

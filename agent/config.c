@@ -1,4 +1,4 @@
-#include "config.h"
+#include "agent/config.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +12,9 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "json.h"
-#include "readfile.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/readfile.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)
 #define PATH_MAX_WHERE 4200

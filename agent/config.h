@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define CONFIG_DEFAULT_FILE "/etc/dstack/healthd.json"
 

@@ -15,18 +15,18 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "../rpc/encode.h"
-#include "../rpc/server.h"
-#include "../runtime/docker.h"
-#include "cache.h"
-#include "clock.h"
-#include "compose.h"
-#include "config.h"
-#include "log.h"
-#include "notify.h"
-#include "refresh.h"
-#include "source.h"
-#include "version.h"
+#include "agent/compose.h"
+#include "agent/config.h"
+#include "agent/notify.h"
+#include "agent/refresh.h"
+#include "agent/source.h"
+#include "base/cache.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/version.h"
+#include "rpc/encode.h"
+#include "rpc/server.h"
+#include "runtime/docker.h"
 
 #define EXIT_CONFIG 2
 
@@ -206,7 +206,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	struct verdict v;
 	if (source_initial_verdict(&a->app, &v) < 0)
 		return EXIT_FAILURE;
-	struct snapshot *s = snapshot_new(&v, clock_mono_ms());
+	struct snapshot *s = rpc_snapshot_new(&v, clock_mono_ms());
 	verdict_free(&v);
 	if (s)
 		s->max_age_ms = refresh_max_age_ms(&a->cfg);

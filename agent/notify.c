@@ -1,10 +1,10 @@
-#include "notify.h"
+#include "agent/notify.h"
 
 #include <stdio.h>
 
 #include <systemd/sd-daemon.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Failures to notify are not errors of ours to report: without a listener
  * there is nobody to tell, and with one systemd reports the missing READY. */

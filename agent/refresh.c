@@ -1,4 +1,4 @@
-#include "refresh.h"
+#include "agent/refresh.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -7,11 +7,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
-#include "notify.h"
-#include "source.h"
-#include "watch.h"
+#include "agent/notify.h"
+#include "agent/source.h"
+#include "agent/watch.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "rpc/encode.h"
 
 struct refresher {
 	const struct config *cfg;
@@ -159,7 +160,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	}
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
-	struct snapshot *s = snapshot_new(&copy, clock_mono_ms());
+	struct snapshot *s = rpc_snapshot_new(&copy, clock_mono_ms());
 	verdict_free(&copy);
 	if (!s) {
 		log_msg(LOG_ERR, "out of memory publishing a verdict");

@@ -10,10 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cache.h"
-#include "compose.h"
-#include "config.h"
-#include "err.h"
+#include "agent/compose.h"
+#include "agent/config.h"
+#include "base/cache.h"
+#include "base/err.h"
 
 /* A failed refresh keeps the previous verdict this many times in a row; the
  * next failure is reported (DESIGN.md §4). */

@@ -1,13 +1,13 @@
-#include "source.h"
+#include "agent/source.h"
 
 #include <errno.h>
 #include <time.h>
 
-#include "../runtime/container.h"
-#include "../runtime/docker.h"
-#include "../runtime/nerdctl.h"
-#include "../runtime/runtimefile.h"
-#include "../statusfile/statusfile.h"
+#include "runtime/container.h"
+#include "runtime/docker.h"
+#include "runtime/nerdctl.h"
+#include "runtime/runtimefile.h"
+#include "statusfile/statusfile.h"
 
 int source_initial_verdict(const struct app_compose *app, struct verdict *out)
 {

@@ -5,10 +5,10 @@
 
 #include <stdint.h>
 
-#include "compose.h"
-#include "config.h"
-#include "err.h"
-#include "verdict.h"
+#include "agent/compose.h"
+#include "agent/config.h"
+#include "base/err.h"
+#include "base/verdict.h"
 
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime

@@ -1,4 +1,4 @@
-#include "watch.h"
+#include "agent/watch.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/docker.h"
-#include "../runtime/events.h"
-#include "../runtime/runtimefile.h"
-#include "clock.h"
-#include "log.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "runtime/docker.h"
+#include "runtime/events.h"
+#include "runtime/runtimefile.h"
 
 /* A connected events stream re-reads the runtime file this often, so that a
  * new Compose project is followed without waiting for the stream to drop. */

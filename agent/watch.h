@@ -5,8 +5,8 @@
 #ifndef HEALTHD_WATCH_H
 #define HEALTHD_WATCH_H
 
-#include "config.h"
-#include "err.h"
+#include "agent/config.h"
+#include "base/err.h"
 
 struct watcher;
 

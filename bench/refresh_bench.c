@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/clock.h"
 #include "agent/compose.h"
 #include "agent/config.h"
 #include "agent/source.h"
+#include "base/clock.h"
 #include "rpc/encode.h"
 
 static int64_t ns(clockid_t id)

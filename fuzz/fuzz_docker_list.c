@@ -3,8 +3,8 @@
  * from 1.52 running items are taken from the list. */
 #include <stdlib.h>
 
-#include "runtime/docker.h"
 #include "fuzz/fuzz.h"
+#include "runtime/docker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,9 +4,9 @@
  * (0: all at once). */
 #include <stdlib.h>
 
+#include "fuzz/fuzz.h"
 #include "runtime/events.h"
 #include "runtime/http.h"
-#include "fuzz/fuzz.h"
 
 static void lines(struct events_lines *l, const char *piece, size_t n)
 {

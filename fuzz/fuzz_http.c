@@ -4,8 +4,8 @@
  * are reached), byte 1 the size of each read (0: all at once). */
 #include <stdlib.h>
 
-#include "runtime/http.h"
 #include "fuzz/fuzz.h"
+#include "runtime/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,8 +1,8 @@
 /* Docker-shaped inspect JSON, judged as the refresh would. Byte 0 picks the
  * shape: even, an array as `nerdctl inspect` prints it; odd, the single
  * object of Docker's GET /containers/{id}/json. */
-#include "runtime/inspect.h"
 #include "fuzz/fuzz.h"
+#include "runtime/inspect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

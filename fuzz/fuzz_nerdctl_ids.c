@@ -1,6 +1,6 @@
 /* `nerdctl ps -a -q` output. */
-#include "runtime/nerdctl.h"
 #include "fuzz/fuzz.h"
+#include "runtime/nerdctl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

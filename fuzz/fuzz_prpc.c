@@ -5,8 +5,8 @@
  * NUL bytes, the body last. */
 #include <stdio.h>
 
-#include "rpc/prpc.h"
 #include "fuzz/fuzz.h"
+#include "rpc/prpc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

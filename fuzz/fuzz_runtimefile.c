@@ -1,6 +1,6 @@
 /* /run/dstack/app-compose-runtime.json, written by the guest. */
-#include "runtime/runtimefile.h"
 #include "fuzz/fuzz.h"
+#include "runtime/runtimefile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

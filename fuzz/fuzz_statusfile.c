@@ -2,8 +2,8 @@
  * read, so that the age rule and its overflow edges are reached too. */
 #include <time.h>
 
-#include "statusfile/statusfile.h"
 #include "fuzz/fuzz.h"
+#include "statusfile/statusfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-#include "encode.h"
+#include "rpc/encode.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -6,8 +6,8 @@
 
 #include <microhttpd.h>
 
-#include "agent/cleanup.h"
-#include "agent/version.h"
+#include "base/cleanup.h"
+#include "base/version.h"
 #include "health.pb-c.h"
 #include "prpc.pb-c.h"
 
@@ -253,4 +253,20 @@ void rpc_encoded_free(struct rpc_encoded *e)
 	if (e->health_pb)
 		MHD_destroy_response(e->health_pb);
 	free(e);
+}
+
+static void encoded_free(void *e)
+{
+	rpc_encoded_free(e);
+}
+
+struct snapshot *rpc_snapshot_new(struct verdict *v, int64_t mono_ms)
+{
+	struct rpc_encoded *e = rpc_encode(v);
+	if (!e)
+		return NULL;
+	struct snapshot *s = snapshot_new(v, mono_ms, e, encoded_free);
+	if (!s)
+		rpc_encoded_free(e);
+	return s;
 }

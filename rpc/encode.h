@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../agent/json.h"
-#include "../agent/verdict.h"
+#include "base/cache.h"
+#include "base/json.h"
+#include "base/verdict.h"
 
 /* Every response carries this header (DESIGN.md §3). */
 #define RPC_APP_VERSION_HEADER "X-App-Version"
@@ -46,7 +47,7 @@ struct MHD_Response *rpc_response_error(bool json, const char *msg);
 /* The HealthResponse for v in the given mode, as a response. */
 struct MHD_Response *rpc_response_health(bool json, const struct verdict *v);
 
-/* The verdict as ready responses; built by the refresh thread (snapshot_new),
+/* The verdict as ready responses; built by the refresh thread (rpc_snapshot_new),
  * queued by the HTTP thread. MHD responses are reference counted under their
  * own lock: queueing one on any number of connections and dropping ours from
  * another thread is safe. */
@@ -59,5 +60,10 @@ struct rpc_encoded {
 struct rpc_encoded *rpc_encode(const struct verdict *v);
 /* Drops this object's references; responses still queued live on. */
 void rpc_encoded_free(struct rpc_encoded *e);
+
+/* A cache snapshot of *v (taken over, as snapshot_new does) with its
+ * responses built: what the publisher hands the cache, and what the HTTP
+ * thread finds in snapshot->enc. NULL on ENOMEM, *v then still the caller's. */
+struct snapshot *rpc_snapshot_new(struct verdict *v, int64_t mono_ms);
 
 #endif

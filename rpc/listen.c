@@ -1,4 +1,4 @@
-#include "server.h"
+#include "rpc/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 
 union sockaddr_any {
 	struct sockaddr sa;

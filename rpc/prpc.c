@@ -1,4 +1,4 @@
-#include "prpc.h"
+#include "rpc/prpc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "agent/err.h"
-#include "agent/json.h"
+#include "base/err.h"
+#include "base/json.h"
 #include "health.pb-c.h"
 
 /* Longest method name quoted back in "Service not found: ..."; request bytes

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../agent/err.h"
+#include "base/err.h"
 
 /* Only this mount serves (DESIGN.md §3: /prpc/Health and /prpc/v0/Health
  * must not answer 200). */

@@ -1,4 +1,4 @@
-#include "server.h"
+#include "rpc/server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,10 +10,10 @@
 
 #include <microhttpd.h>
 
-#include "agent/cleanup.h"
-#include "agent/clock.h"
-#include "encode.h"
-#include "prpc.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "rpc/encode.h"
+#include "rpc/prpc.h"
 
 /* Room for a body in a request context before it moves to the heap: the
  * gateway sends "{}", curl users a little more. */
@@ -145,9 +145,10 @@ static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection
 	enum MHD_Result r;
 	if (snap->max_age_ms > 0 && age > snap->max_age_ms)
 		r = queue_owned(c, MHD_HTTP_OK, stale_response(json, age));
-	else
-		r = MHD_queue_response(c, MHD_HTTP_OK,
-				       json ? snap->enc->health_json : snap->enc->health_pb);
+	else {
+		const struct rpc_encoded *enc = snap->enc;
+		r = MHD_queue_response(c, MHD_HTTP_OK, json ? enc->health_json : enc->health_pb);
+	}
 	snapshot_unref(snap);
 	return r;
 }

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../agent/cache.h"
-#include "../agent/err.h"
+#include "base/cache.h"
+#include "base/err.h"
 
 /* Slow or idle clients hold a slot each; at 32 per address it takes 32
  * addresses to starve the gateway's poll (256 let 8 do it). */

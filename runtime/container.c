@@ -1,4 +1,4 @@
-#include "container.h"
+#include "runtime/container.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../agent/verdict.h"
+#include "base/verdict.h"
 
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"

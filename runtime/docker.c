@@ -1,18 +1,18 @@
 /* Docker Engine API backend (DESIGN.md §4 "Docker"): ping for the API
  * version, list the project's containers, inspect those the list cannot
  * vouch for. One connection per request; every step under one deadline. */
-#include "docker.h"
+#include "runtime/docker.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../agent/cleanup.h"
-#include "../agent/clock.h"
-#include "../agent/json.h"
-#include "http.h"
-#include "inspect.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "runtime/http.h"
+#include "runtime/inspect.h"
 
 /* Used when /_ping names no version: the last API before version
  * negotiation existed, as Docker's own client does. It is also the first

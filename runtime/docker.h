@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../agent/err.h"
-#include "container.h"
+#include "base/err.h"
+#include "runtime/container.h"
 
 /* Largest response body accepted; a refresh that would need more fails with
  * a clear error rather than truncating. */

@@ -6,16 +6,16 @@
  * health_status matches by prefix, because the Action of a health change is
  * "health_status: healthy" (or ": unhealthy", ": starting"). The daemon
  * writes one JSON object and a newline per event and flushes it. */
-#include "events.h"
+#include "runtime/events.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../agent/cleanup.h"
-#include "container.h"
-#include "http.h"
+#include "base/cleanup.h"
+#include "runtime/container.h"
+#include "runtime/http.h"
 
 #define EVENTS_MAX_TOKENS 16384
 #define EVENTS_MAX_ERROR_BODY (64u << 10)

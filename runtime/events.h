@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../agent/err.h"
-#include "../agent/json.h"
-#include "docker.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "runtime/docker.h"
 
 /* One event is one JSON object on one line; more than this is refused. */
 #define EVENTS_MAX_LINE (1u << 20)

@@ -2,7 +2,7 @@
  * parser, then the transport (unix, TCP, TLS with mbedtls). Framing follows RFC 9112 §6.3, strictly:
  * this client talks to one daemon, so anything ambiguous (conflicting lengths,
  * a length next to chunked, bare LF) is refused rather than guessed at. */
-#include "http.h"
+#include "runtime/http.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -21,9 +21,9 @@
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 
-#include "../agent/cleanup.h"
-#include "../agent/clock.h"
-#include "../agent/json.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "base/json.h"
 
 enum {
 	ST_STATUS,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
-#include "../agent/err.h"
+#include "base/err.h"
 
 /* Bounds on the header section (status line, headers, trailers). */
 #define HTTP_MAX_HEADER_BYTES (16u << 10)

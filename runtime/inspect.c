@@ -1,4 +1,4 @@
-#include "inspect.h"
+#include "runtime/inspect.h"
 
 #include <errno.h>
 #include <stdlib.h>

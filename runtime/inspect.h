@@ -4,8 +4,8 @@
 #ifndef HEALTHD_INSPECT_H
 #define HEALTHD_INSPECT_H
 
-#include "../agent/json.h"
-#include "container.h"
+#include "base/json.h"
+#include "runtime/container.h"
 
 /* Fills c from the inspect object at token obj: Id, Name (leading '/'
  * dropped), State.{Status,Running,Paused,StartedAt}, State.Health.{Status,

@@ -1,11 +1,11 @@
 /* The verdict for the containers of the app's Compose project (spec, "Default:
  * container healthchecks"; DESIGN.md §4). Pure: facts in, verdict out. */
-#include "container.h"
+#include "runtime/container.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "../agent/err.h"
+#include "base/err.h"
 
 /* Names and runtime words shown to anonymous callers are cleaned and cut. */
 #define SHOWN_BYTES 256

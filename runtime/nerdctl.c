@@ -1,4 +1,4 @@
-#include "nerdctl.h"
+#include "runtime/nerdctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../agent/cleanup.h"
-#include "../agent/clock.h"
-#include "inspect.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "runtime/inspect.h"
 
 extern char **environ;
 

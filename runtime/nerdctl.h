@@ -5,9 +5,9 @@
 
 #include <stdint.h>
 
-#include "../agent/err.h"
-#include "container.h"
-#include "runtimefile.h"
+#include "base/err.h"
+#include "runtime/container.h"
+#include "runtime/runtimefile.h"
 
 #define NERDCTL_PROCESS_TIMEOUT_MS 5000
 #define NERDCTL_MAX_OUTPUT (16u << 20)

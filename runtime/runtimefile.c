@@ -8,7 +8,7 @@
  *   None as null); otherwise a string without control characters that does
  *   not start with '-' (it becomes a command-line argument).
  * - A known field given twice is an error: which one wins is not defined. */
-#include "runtimefile.h"
+#include "runtime/runtimefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../agent/cleanup.h"
-#include "../agent/readfile.h"
-#include "../agent/json.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/readfile.h"
 
 #define RUNTIMEFILE_MAX_BYTES (64u << 10)
 #define RUNTIMEFILE_MAX_TOKENS 4096

@@ -3,7 +3,7 @@
 #ifndef HEALTHD_RUNTIMEFILE_H
 #define HEALTHD_RUNTIMEFILE_H
 
-#include "../agent/err.h"
+#include "base/err.h"
 
 struct runtime_info {
 	char *project;     /* required, non-empty */

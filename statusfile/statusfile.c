@@ -17,7 +17,7 @@
  * The reasons name the rule that failed and never quote the file's bytes: the
  * report goes to anonymous callers, and the bytes at that path may not be the
  * bytes the app wrote. */
-#include "statusfile.h"
+#include "statusfile/statusfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -29,8 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../agent/cleanup.h"
-#include "../agent/err.h"
+#include "base/cleanup.h"
+#include "base/err.h"
 
 /* Shown paths are cut here (DESIGN.md §4). */
 #define SHOWN_PATH_BYTES 256

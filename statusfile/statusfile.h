@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "../agent/err.h"
-#include "../agent/verdict.h"
+#include "base/err.h"
+#include "base/verdict.h"
 
 /* Name of every failure entry this source produces. */
 #define STATUSFILE_ENTRY "<health_file>"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/clock.h"
+#include "base/clock.h"
 #include "runtime/docker.h"
 
 int main(int argc, char **argv)

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/cache.h"
-#include "agent/clock.h"
+#include "base/cache.h"
+#include "base/clock.h"
+#include "rpc/encode.h"
 #include "rpc/server.h"
 
 static struct snapshot *verdict_for(const char *mode)
@@ -27,7 +28,7 @@ static struct snapshot *verdict_for(const char *mode)
 		verdict_add(&v, "web", "unhealthy");
 		verdict_add(&v, "db\"x\"", "starting\n(last health check: none)");
 	}
-	struct snapshot *s = snapshot_new(&v, at);
+	struct snapshot *s = rpc_snapshot_new(&v, at);
 	verdict_free(&v);
 	if (s)
 		s->max_age_ms = 15000;

@@ -1,12 +1,12 @@
-/* agent/cache.c: snapshots are freed exactly once, readers never see a freed
+/* base/cache.c: snapshots are freed exactly once, readers never see a freed
  * or half-built one. Run under ASan (build-asan) this is a use-after-free and
  * leak detector for a publish storm racing an acquire storm. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/cache.h"
-#include "agent/clock.h"
+#include "base/cache.h"
+#include "base/clock.h"
 #include "rpc/encode.h"
 #include "tests/tap.h"
 
@@ -17,7 +17,7 @@ static struct snapshot *make(int gen)
 	v.healthy = gen % 2 == 0;
 	if (!v.healthy)
 		verdict_add(&v, "web", "generation %d", gen);
-	struct snapshot *s = snapshot_new(&v, gen);
+	struct snapshot *s = rpc_snapshot_new(&v, gen);
 	verdict_free(&v);
 	return s;
 }
@@ -27,12 +27,12 @@ static void test_basics(void)
 	struct verdict v;
 	verdict_init(&v);
 	verdict_add(&v, "<health>", "health has not been determined yet");
-	struct snapshot *s = snapshot_new(&v, 1234);
+	struct snapshot *s = rpc_snapshot_new(&v, 1234);
 	ok(s != NULL, "snapshot_new");
 	is_int(v.n_entries, 0, "the verdict moved into the snapshot");
 	is_int(s->verdict.n_entries, 1, "snapshot holds the entry");
 	is_int(s->mono_ms, 1234, "snapshot keeps its time");
-	ok(s->enc && s->enc->health_json && s->enc->health_pb, "snapshot is encoded");
+	ok(s->enc && ((struct rpc_encoded *)s->enc)->health_json && ((struct rpc_encoded *)s->enc)->health_pb, "snapshot is encoded");
 	is_int(s->refs, 1, "one reference to start");
 
 	struct cache *c = cache_new(s);
@@ -74,7 +74,7 @@ static void *reader(void *arg)
 				       : (s->verdict.n_entries != 1 ||
 					  strcmp(s->verdict.entries[0].status, want)))
 			bad++;
-		if (!s->enc || !s->enc->health_json || !s->enc->health_pb)
+		if (!s->enc || !((struct rpc_encoded *)s->enc)->health_json || !((struct rpc_encoded *)s->enc)->health_pb)
 			bad++;
 		snapshot_unref(s);
 		reads++;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 #include "runtime/container.h"
 #include "tests/tap.h"
 

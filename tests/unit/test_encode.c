@@ -5,7 +5,7 @@
 
 #include <microhttpd.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 #include "health.pb-c.h"
 #include "prpc.pb-c.h"
 #include "rpc/encode.h"

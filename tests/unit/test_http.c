@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 #include "runtime/http.h"
 #include "tests/tap.h"
 

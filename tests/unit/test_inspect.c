@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 #include "runtime/inspect.h"
 #include "tests/tap.h"
 

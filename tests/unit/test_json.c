@@ -1,9 +1,9 @@
-/* Table tests for agent/json.c: the tokenizer wrapper every parser uses. */
+/* Table tests for base/json.c: the tokenizer wrapper every parser uses. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/json.h"
+#include "base/json.h"
 #include "tests/tap.h"
 
 static void test_parse(void)

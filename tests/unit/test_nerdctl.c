@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/cleanup.h"
-#include "agent/clock.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
 #include "runtime/nerdctl.h"
 #include "tests/tap.h"
 

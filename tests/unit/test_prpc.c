@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/cleanup.h"
+#include "base/cleanup.h"
 #include "rpc/prpc.h"
 #include "tests/tap.h"
 

@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Paths shown in messages are cleaned of control bytes and cut here. */
 #define READFILE_SHOWN_BYTES 256

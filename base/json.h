@@ -4,20 +4,17 @@
 #ifndef HEALTHD_JSON_H
 #define HEALTHD_JSON_H
 
+/* JSMN_STRICT and JSMN_PARENT_LINKS are set once, for every translation
+ * unit, by the Makefile: the second changes the layout of jsmntok_t, so it
+ * must be the same here and in base/jsmn.c. */
 #define JSMN_HEADER
-#define JSMN_STRICT
-/* Without parent links jsmn finds the enclosing token after every closing
- * bracket by scanning back over every token before it: quadratic in a
- * Docker list of many containers. Must match agent/jsmn.c (it changes
- * jsmntok_t). */
-#define JSMN_PARENT_LINKS
 #include <jsmn.h>
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct json {
 	const char *s; /* not owned */

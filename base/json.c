@@ -1,4 +1,4 @@
-#include "json.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-#include "readfile.h"
+#include "base/readfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "base/cleanup.h"
 
 static int read_all(const char *path, size_t max, char **out, size_t *len)
 {

@@ -1,4 +1,4 @@
-#include "verdict.h"
+#include "base/verdict.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,17 +1,16 @@
 /* The verdict cache: the one thing the refresh thread and the HTTP thread
  * share. The refresh thread builds a complete, immutable snapshot (the verdict
- * already encoded for every response mode) and publishes it with a pointer
- * swap; the HTTP thread takes a reference, answers from the ready bytes, and
- * drops the reference. A lock is held only for the swap or for taking a
- * reference, never across I/O or encoding. */
+ * and its ready responses, encoded by the publisher: the cache stores and
+ * hands out references and knows nothing of pRPC) and publishes it with a
+ * pointer swap; the HTTP thread takes a reference, answers from the ready
+ * bytes, and drops the reference. A lock is held only for the swap or for
+ * taking a reference, never across I/O or encoding. */
 #ifndef HEALTHD_CACHE_H
 #define HEALTHD_CACHE_H
 
 #include <stdint.h>
 
-#include "verdict.h"
-
-struct rpc_encoded; /* rpc/encode.h: the verdict as ready responses */
+#include "base/verdict.h"
 
 struct snapshot {
 	struct verdict verdict;
@@ -21,14 +20,20 @@ struct snapshot {
 	 * Set by the publisher, who knows the cadence it keeps (it changes
 	 * with a reload). */
 	int64_t max_age_ms;
-	struct rpc_encoded *enc;
+	/* The verdict as ready responses, built by the publisher (rpc/encode.h
+	 * for the pRPC server); freed with enc_free when the last reference
+	 * goes. */
+	void *enc;
+	void (*enc_free)(void *enc);
 	unsigned refs; /* atomic */
 };
 
-/* Takes ownership of *v (it is left initialised and empty) and encodes it
- * (rpc_encode). One reference, owned by the caller. Returns NULL on ENOMEM,
- * and then *v is left as it was, still the caller's. */
-struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms);
+/* Takes ownership of *v (it is left initialised and empty) and of enc, freed
+ * with enc_free (which accepts NULL). One reference, owned by the caller.
+ * Returns NULL on ENOMEM, and then *v and enc are left as they were, still
+ * the caller's. */
+struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms, void *enc,
+			      void (*enc_free)(void *enc));
 struct snapshot *snapshot_ref(struct snapshot *s);
 void snapshot_unref(struct snapshot *s);
 

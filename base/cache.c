@@ -1,25 +1,21 @@
-#include "cache.h"
+#include "base/cache.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-
-#include "rpc/encode.h"
 
 struct cache {
 	pthread_mutex_t lock; /* guards cur: held for a swap or a ref, no more */
 	struct snapshot *cur;
 };
 
-struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms)
+struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms, void *enc,
+			      void (*enc_free)(void *enc))
 {
 	struct snapshot *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->enc = rpc_encode(v);
-	if (!s->enc) {
-		free(s);
-		return NULL;
-	}
+	s->enc = enc;
+	s->enc_free = enc_free;
 	s->verdict = *v;
 	verdict_init(v);
 	s->mono_ms = mono_ms;
@@ -40,7 +36,8 @@ void snapshot_unref(struct snapshot *s)
 	/* Release our writes; the last owner acquires everyone's before freeing. */
 	if (__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	rpc_encoded_free(s->enc);
+	if (s->enc_free)
+		s->enc_free(s->enc);
 	verdict_free(&s->verdict);
 	free(s);
 }
