@@ -323,19 +323,24 @@ static int hexval(char c)
 	return -1;
 }
 
-/* chunk-size [ BWS ";" chunk-ext ] (RFC 9112 §7.1); extensions ignored. */
+/* chunk-size [ BWS ";" chunk-ext ] (RFC 9112 §7.1); extensions ignored.
+ * The one check of a chunk's size, in both modes: at most 16 hex digits (as
+ * Go's net/http, so that n * 16 cannot wrap: a stream has no body cap to
+ * catch it), then the room left under the cap. */
 static int parse_chunk_size(struct http_parser *p, struct errbuf *err)
 {
 	const char *l = p->line;
 	uint64_t n = 0;
 	size_t k = 0;
 	for (; hexval(l[k]) >= 0; k++) {
+		if (k == 16)
+			return fail(p, err, E2BIG, "chunk size has more than 16 hex digits");
 		n = n * 16 + (uint64_t)hexval(l[k]);
-		if (n > p->max_body - p->resp.body_len)
-			return body_too_big(p, err);
 	}
 	if (k == 0)
 		return fail(p, err, EPROTO, "malformed chunk size");
+	if (n > p->max_body - p->resp.body_len)
+		return body_too_big(p, err);
 	while (l[k] == ' ' || l[k] == '\t')
 		k++;
 	if (l[k] != '\0' && l[k] != ';')
