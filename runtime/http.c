@@ -4,6 +4,7 @@
  * a length next to chunked, bare LF) is refused rather than guessed at. */
 #include "runtime/http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -609,6 +610,8 @@ struct tls {
 	mbedtls_entropy_context entropy;
 	mbedtls_ctr_drbg_context drbg;
 	bool have_cert;
+	bool ip_host;           /* the host is an IP literal: match ip, not names */
+	unsigned char ip[16];   /* IPv6, or IPv4-mapped IPv6 */
 };
 
 struct http_conn {
@@ -862,6 +865,53 @@ static int tls_fail(struct http_conn *c, int r, const char *what, struct errbuf 
 	return tls_error(err, EPROTO, what, r);
 }
 
+/* An IP literal as 16 bytes, an IPv4 address mapped into IPv6, so that the
+ * two spellings of one IPv4 address compare equal (as Go's net.IP.Equal). */
+static bool ip16(const unsigned char *b, size_t n, unsigned char out[16])
+{
+	static const unsigned char v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+	if (n == 16) {
+		memcpy(out, b, 16);
+		return true;
+	}
+	if (n != 4)
+		return false;
+	memcpy(out, v4mapped, 12);
+	memcpy(out + 12, b, 4);
+	return true;
+}
+
+static bool host_ip(const char *host, unsigned char out[16])
+{
+	unsigned char b[16];
+	if (inet_pton(AF_INET, host, b) == 1)
+		return ip16(b, 4, out);
+	return inet_pton(AF_INET6, host, b) == 1 && ip16(b, 16, out);
+}
+
+/* mbedtls 2.28 matches a host only against dNSName SANs (or the CN), so a
+ * daemon addressed by IP, whose certificate carries that IP as an iPAddress
+ * SAN as dockerd's TLS guides make it, would be refused. For an IP host the
+ * docker CLI (Go's crypto/x509) wants an iPAddress SAN equal to it and never
+ * looks at DNS names or the CN; so do we. Called for each certificate of the
+ * chain; depth 0 is the daemon's own. */
+static int verify_ip_san(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+	const struct tls *t = ctx;
+	if (depth != 0)
+		return 0;
+	*flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+	for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s; s = s->next) {
+		unsigned char ip[16];
+		if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) &&
+		    ip16(s->buf.p, s->buf.len, ip) && memcmp(ip, t->ip, 16) == 0) {
+			*flags &= ~(uint32_t)MBEDTLS_X509_BADCERT_CN_MISMATCH;
+			break;
+		}
+	}
+	return 0;
+}
+
 static int tls_handshake(struct http_conn *c, const struct http_endpoint *ep,
 			 int64_t deadline, struct errbuf *err)
 {
@@ -881,9 +931,14 @@ static int tls_handshake(struct http_conn *c, const struct http_endpoint *ep,
 				     MBEDTLS_SSL_MINOR_VERSION_3);
 	if (t->have_cert)
 		r = mbedtls_ssl_conf_own_cert(&t->conf, &t->crt, &t->key);
+	/* No name (so no SNI, which takes no IP literal: RFC 6066 §3) for an
+	 * IP host: verify_ip_san does the matching. */
+	t->ip_host = host_ip(ep->host, t->ip);
+	if (t->ip_host)
+		mbedtls_ssl_conf_verify(&t->conf, verify_ip_san, t);
 	if (r == 0)
 		r = mbedtls_ssl_setup(&t->ssl, &t->conf);
-	if (r == 0)
+	if (r == 0 && !t->ip_host)
 		r = mbedtls_ssl_set_hostname(&t->ssl, ep->host);
 	if (r != 0)
 		return tls_error(err, EIO, "TLS set-up", r);
