@@ -8,9 +8,13 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -683,21 +687,130 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t len, in
 	return TAKE_FD(fd);
 }
 
+/* A name lookup runs in a thread of its own: getaddrinfo takes no deadline
+ * and cannot be cancelled (glibc's resolver waits out its own timeouts, an
+ * NSS module may wait forever), and a refresh must end at its deadline and a
+ * stop within a second. The caller waits for the answer, the deadline or a
+ * cancel; when it gives up, the thread finishes alone, and whichever of the
+ * two lets go last frees the lookup. */
+struct lookup {
+	atomic_int refs;
+	atomic_bool answered;
+	int done_fd; /* an eventfd, written once the answer is in */
+	char host[sizeof(((struct http_endpoint *)0)->host)];
+	char port[sizeof(((struct http_endpoint *)0)->port)];
+	int gai, gai_errno;
+	struct addrinfo *res;
+};
+
+/* Lookups given up on and still running. A resolver that never answers
+ * would otherwise leave one more thread behind at every refresh. */
+#define LOOKUPS_MAX 4
+static atomic_int lookups_running;
+
+static void lookup_unref(struct lookup *l)
+{
+	if (atomic_fetch_sub(&l->refs, 1) != 1)
+		return;
+	close(l->done_fd);
+	if (l->res)
+		freeaddrinfo(l->res);
+	free(l);
+}
+
+static void *lookup_run(void *arg)
+{
+	struct lookup *l = arg;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
+	uint64_t one = 1;
+	l->gai = getaddrinfo(l->host, l->port, &hints, &l->res);
+	l->gai_errno = errno;
+	atomic_store(&l->answered, true);
+	if (write(l->done_fd, &one, sizeof(one)) < 0) {
+		/* Cannot fail for a fresh eventfd; the waiter then times out. */
+	}
+	atomic_fetch_sub(&lookups_running, 1);
+	lookup_unref(l);
+	return NULL;
+}
+
+/* Starts the lookup thread with every signal blocked: signals belong to the
+ * thread that sigwait()s for them. */
+static int lookup_start(struct lookup *l)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = pthread_create(&t, &attr, lookup_run, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return -r;
+}
+
+/* getaddrinfo of a name, bounded by deadline and ep->cancel_fd: 0 with *res,
+ * a positive EAI_* code, or -ETIMEDOUT, -ECANCELED, -EAGAIN (too many
+ * lookups still running), -errno. */
+static int lookup(const struct http_endpoint *ep, int64_t deadline, struct addrinfo **res,
+		  int *gai_errno)
+{
+	if (atomic_fetch_add(&lookups_running, 1) >= LOOKUPS_MAX) {
+		atomic_fetch_sub(&lookups_running, 1);
+		return -EAGAIN;
+	}
+	struct lookup *l = calloc(1, sizeof(*l));
+	int r = l ? 0 : -ENOMEM;
+	if (l && (l->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		r = -errno;
+	if (r < 0) {
+		free(l);
+		atomic_fetch_sub(&lookups_running, 1);
+		return r;
+	}
+	memcpy(l->host, ep->host, sizeof(l->host));
+	memcpy(l->port, ep->port, sizeof(l->port));
+	atomic_init(&l->refs, 2);
+	if ((r = lookup_start(l)) < 0) {
+		atomic_fetch_sub(&lookups_running, 1);
+		close(l->done_fd);
+		free(l);
+		return r;
+	}
+	r = wait_fd(l->done_fd, POLLIN, deadline, ep->cancel_fd);
+	if (r == 0 && atomic_load(&l->answered)) {
+		r = l->gai;
+		*gai_errno = l->gai_errno;
+		*res = TAKE_PTR(l->res);
+	} else if (r == 0) {
+		r = -EIO;
+	}
+	lookup_unref(l);
+	return r;
+}
+
 static int connect_tcp(const struct http_endpoint *ep, int64_t deadline, struct errbuf *err)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
 	struct addrinfo *res = NULL;
-	/* A literal address never blocks; a name is looked up through NSS,
-	 * which the deadline cannot bound (use an address for a remote host). */
+	int gai_errno = 0;
+	/* A literal address never blocks; a name is looked up aside. */
 	int g = getaddrinfo(ep->host, ep->port, &hints, &res);
-	if (g == EAI_NONAME) {
-		hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
-		g = getaddrinfo(ep->host, ep->port, &hints, &res);
-	}
+	if (g == EAI_NONAME)
+		g = lookup(ep, deadline, &res, &gai_errno);
+	if (g == -EAGAIN)
+		return errbuf_set(err, EHOSTUNREACH, "cannot connect to %s: name lookup: "
+				  "%d earlier lookups still unanswered", ep->url, LOOKUPS_MAX);
+	if (g < 0)
+		return errbuf_set(err, -g, "cannot connect to %s: %s", ep->url,
+				  g == -ETIMEDOUT ? "timed out" : g == -ECANCELED ? "cancelled" : strerror(-g));
 	if (g != 0)
 		return errbuf_set(err, EHOSTUNREACH, "cannot connect to %s: %s", ep->url,
-				  g == EAI_SYSTEM ? strerror(errno) : gai_strerror(g));
+				  g == EAI_SYSTEM ? strerror(gai_errno) : gai_strerror(g));
 	int fd = -EHOSTUNREACH;
 	for (struct addrinfo *a = res; a; a = a->ai_next) {
 		fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline,
