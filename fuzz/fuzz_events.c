@@ -9,7 +9,7 @@
 
 #include "fuzz/fuzz.h"
 #include "runtime/events.h"
-#include "runtime/http.h"
+#include "runtime/http_parse.h"
 
 static void lines(struct events_lines *l, const char *piece, size_t n)
 {
