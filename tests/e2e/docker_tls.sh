@@ -117,19 +117,36 @@ extendedKeyUsage=serverAuth" &&
 	leaf dnsonly 127.0.0.1 "subjectAltName=DNS:127.0.0.1,DNS:localhost
 extendedKeyUsage=serverAuth"
 ok $? "made an IP-only and a DNS-only server certificate"
-DP=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 DH_T=$(mktemp -d /tmp/dh.XXXXXX)
 export DOCKER_HOST="unix://$DH_T/docker.sock" DOCKER_CONFIG="$DH_T/cli"
 unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH
-dockerd_tls() { # dockerd_tls CERT: (re)start dockerd serving CERT over TLS
-	dockerd_halt
-	DH_DOCKERD_ARGS="--host tcp://127.0.0.1:$DP --host tcp://127.0.0.2:$DP --tlsverify
-		--tlscacert $T/good-ca.pem --tlscert $T/$1.pem --tlskey $T/$1-key.pem"
-	dockerd_launch
+# A port free on both addresses (another test may hold it by the time
+# dockerd binds it: then dockerd_tls tries another).
+free_port() {
+	python3 -c 'import socket
+a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+b = socket.socket(); b.bind(("127.0.0.2", p)); print(p)'
+}
+listening() {
+	python3 -c 'import socket, sys
+for h in ("127.0.0.1", "127.0.0.2"):
+    socket.create_connection((h, int(sys.argv[1])), timeout=1).close()' "$DP"
+}
+dockerd_tls() { # dockerd_tls CERT: (re)start dockerd serving CERT over TLS on $DP
+	local try
+	for try in 1 2 3; do
+		dockerd_halt
+		DP=$(free_port) || continue
+		DH_DOCKERD_ARGS="--host tcp://127.0.0.1:$DP --host tcp://127.0.0.2:$DP --tlsverify
+			--tlscacert $T/good-ca.pem --tlscert $T/$1.pem --tlskey $T/$1-key.pem"
+		dockerd_launch && wait_for 10 listening && return 0
+		diag "dockerd did not listen on port $DP (try $try)"
+	done
+	return 1
 }
 NOTRUST="TLS handshake: server certificate not trusted: .*(CN|Common Name).*match"
 dockerd_tls iponly
-ok $? "dockerd with --tlsverify and the IP-only certificate on 127.0.0.1:$DP and 127.0.0.2:$DP"
+ok $? "dockerd with --tlsverify and the IP-only certificate on 127.0.0.1 and 127.0.0.2"
 is "$(tls "$T/good" "tcp://127.0.0.1:$DP" demo 5000)" "" \
 	"dockerd: host 127.0.0.1, certificate with IP:127.0.0.1: accepted"
 is "$(tls "$T/good" "tcp://[::ffff:127.0.0.1]:$DP" demo 5000)" "" \
