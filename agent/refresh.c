@@ -81,9 +81,10 @@ static void log_transition(const struct refresher *rf, const struct verdict *old
 	const char *fields[] = { now->healthy ? "HEALTHD_VERDICT=healthy"
 					      : "HEALTHD_VERDICT=unhealthy",
 				 hash, colon ? reason : NULL, NULL };
+	/* The journal also gets the detail the public error leaves out. */
+	bool detail = now->detail && strcmp(now->detail, now->error ? now->error : "") != 0;
 	log_fields(now->healthy ? LOG_NOTICE : LOG_WARNING, fields, "verdict: %s%s%s%s",
-		   summary, now->detail ? " (" : "", now->detail ? now->detail : "",
-		   now->detail ? ")" : "");
+		   summary, detail ? " (" : "", detail ? now->detail : "", detail ? ")" : "");
 	notify_status(summary);
 }
 
