@@ -12,8 +12,10 @@ BUILD ?= build
 CC ?= cc
 PROTOC_C ?= protoc-c
 
+# -Wno-missing-field-initializers: `struct errbuf err = { "" }` is the house
+# idiom, and the error kind beside the message starts zeroed (C11 6.7.9).
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes \
-	-Wstrict-prototypes -Wno-unused-parameter
+	-Wstrict-prototypes -Wno-unused-parameter -Wno-missing-field-initializers
 HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 ifeq ($(SAN),1)
 OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \

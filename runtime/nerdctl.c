@@ -238,16 +238,20 @@ static int run(const char *path, char *const argv[], int64_t deadline, struct pr
 				? deadline : now + NERDCTL_PROCESS_TIMEOUT_MS;
 	int timeout_ms = until > now ? (int)(until - now) : 0;
 	if (timeout_ms == 0)
-		return errbuf_set(err, ETIMEDOUT,
-				  "nerdctl %s: the refresh deadline passed before it could run",
-				  p->what);
+		return errbuf_tag(err, ERR_KIND_RUNTIME_TIMEOUT,
+				  errbuf_set(err, ETIMEDOUT, "nerdctl %s: the refresh deadline "
+					     "passed before it could run", p->what));
 	if (pipe2(out, O_CLOEXEC) < 0)
-		return errbuf_set(err, errno, "nerdctl %s: pipe: %s", p->what, strerror(errno));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, errno, "nerdctl %s: pipe: %s", p->what,
+					     strerror(errno)));
 	if (pipe2(errp, O_CLOEXEC) < 0) {
 		int e = errno;
 		close(out[0]);
 		close(out[1]);
-		return errbuf_set(err, e, "nerdctl %s: pipe: %s", p->what, strerror(e));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, e, "nerdctl %s: pipe: %s", p->what,
+					     strerror(e)));
 	}
 	_cleanup_close_ int outr = out[0], errr = errp[0];
 	/* Only our ends: O_NONBLOCK on the child's would make its writes fail
@@ -261,14 +265,18 @@ static int run(const char *path, char *const argv[], int64_t deadline, struct pr
 	if (r < 0) {
 		char clean[256];
 		err_clean(clean, sizeof(clean), path, 200);
-		return errbuf_set(err, -r, "cannot run %s: %s", clean, strerror(-r));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, -r, "cannot run %s: %s", clean, strerror(-r)));
 	}
 	r = collect(p, pid, outr, errr, until);
 	reap(pid, &p->status);
 	if (r < 0)
-		return run_error(p, path, r, timeout_ms, err);
+		return errbuf_tag(err, r == -ETIMEDOUT ? ERR_KIND_RUNTIME_TIMEOUT
+				  : r == -EFBIG ? ERR_KIND_RUNTIME_ANSWER
+						: ERR_KIND_RUNTIME_UNREACHABLE,
+				  run_error(p, path, r, timeout_ms, err));
 	if (!WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0)
-		return exit_error(p, err);
+		return errbuf_tag(err, ERR_KIND_RUNTIME_STATUS, exit_error(p, err));
 	return 0;
 }
 

@@ -84,13 +84,15 @@ expect() {
 	fi
 }
 
-# expect_refused DESC ERROR-REGEX: anything but a regular file is refused
-# outright: the refresh fails (error set, no entries), it is not judged.
+# expect_refused DESC DETAIL-REGEX: anything but a regular file is refused
+# outright: the refresh fails (error set, no entries), it is not judged. The
+# error is the agent's fixed text; the detail is in the log (stderr).
 expect_refused() {
 	is "$RC" 1 "$1: exit status 1"
 	is "$HEALTHY" false "$1: healthy is false"
 	is "$STATUS" "" "$1: no entries (refused, not judged)"
-	like "$ERROR" "^$2\$" "$1: the error names it"
+	is "$ERROR" "the status file cannot be read: not a regular file" "$1: the error says so"
+	like "$(cat "$T/stderr")" "$2\$" "$1: the log names it"
 }
 
 S=$T/st/health
@@ -217,13 +219,14 @@ says() { ask | grep -q -- "$1"; }
 	--runtime-file "$T/no-runtime.json" --interval 0.2 2>"$T/server.log" &
 SERVER_PID=$!
 ok "$(wait_for 10 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
-ok "$(wait_for 5 says 'is a FIFO'; echo $?)" "the server reports the FIFO"
+ok "$(wait_for 5 says 'not a regular file'; echo $?)" "the server reports the FIFO"
+ok "$(grep -q 'is a FIFO; it must be a regular file' "$T/server.log"; echo $?)" "the log names it"
 # Several refresh periods with the FIFO in place: every poll is answered
 # within 1 s, so no thread is parked on the FIFO.
 slow=0
 for _ in $(seq 10); do
 	ans=$(ask) || slow=$((slow + 1))
-	[[ "$ans" == *'is a FIFO; it must be a regular file'* ]] || slow=$((slow + 1))
+	[[ "$ans" == *'not a regular file'* ]] || slow=$((slow + 1))
 	sleep 0.1
 done
 is "$slow" 0 "10 polls with the FIFO in place each answered within 1 s"
@@ -240,14 +243,14 @@ kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
-# --- app-compose.json errors: exit 2, naming the file and the field ----------
+# --- app-compose.json errors with --once: exit 2, naming the field ----------
 # config_error DESC JSON FIELD-MESSAGE-REGEX
 config_error() {
 	printf '%s' "$2" >"$T/bad-compose.json"
 	timeout 10 "$BIN" --once --compose-file "$T/bad-compose.json" \
 		--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 	is "$?" 2 "$1: exit status 2"
-	like "$(cat "$T/err")" "bad-compose\.json: $3" "$1: names the file and the field"
+	like "$(cat "$T/err")" "^dstack-healthd: app-compose\.json: $3" "$1: names the file (not its path) and the field"
 }
 config_error "relative status file" \
 	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"dstack/health"}}' \
@@ -280,6 +283,6 @@ config_error "not JSON" '{"manifest_version":' 'truncated JSON'
 timeout 10 "$BIN" --once --compose-file "$T/nowhere.json" \
 	--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 is "$?" 2 "missing app-compose.json: exit status 2"
-like "$(cat "$T/err")" 'nowhere\.json: (does not exist|cannot be read)' "missing app-compose.json: names the file"
+is "$(cat "$T/err")" 'dstack-healthd: app-compose.json: does not exist' "missing app-compose.json: names the file"
 
 done_testing
