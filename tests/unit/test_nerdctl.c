@@ -35,6 +35,8 @@
 #define PAUSED_NUMBER "web-healthy.json\nunhealthy-paused-number.json\n"
 #define FATAL "time=\"2026-01-01T00:00:00Z\" level=fatal msg="
 
+/* A scenario that runs the fake (a Python script) several times gets a
+ * deadline that a loaded machine's slow interpreter start-ups fit in. */
 struct scenario {
 	const char *what;
 	const char *containers; /* the fake's `containers` file */
@@ -60,24 +62,24 @@ static const struct scenario scenarios[] = {
 	  NULL, NULL, 10000, 0, WEB DB WORKER, 0, 10000, 2 },
 	{ "nothing created yet", "", "", "dstack", NULL, NULL, 10000, 0, "", 0, 10000, 1 },
 	{ "batch fails, one removed: the others inspected one by one, ps confirms", THREE,
-	  "inspect.batch-fail removed", "dstack", NULL, NULL, 10000, 0, WEB WORKER, 0, 10000, 6 },
+	  "inspect.batch-fail removed", "dstack", NULL, NULL, 30000, 0, WEB WORKER, 0, 30000, 6 },
 	{ "the only container removed: skipped once ps confirms", "db-no-health.json\n",
-	  "removed", "dstack", NULL, NULL, 10000, 0, "", 0, 10000, 3 },
+	  "removed", "dstack", NULL, NULL, 30000, 0, "", 0, 30000, 3 },
 	{ "inspect says no such container, ps still lists it", THREE, "inspect.nosuch",
-	  "dstack", NULL, NULL, 10000, -EIO, "nerdctl inspect: says container 68150cfc45bd "
-	  "does not exist, but ps still lists it", 0, 10000, 6 },
+	  "dstack", NULL, NULL, 30000, -EIO, "nerdctl inspect: says container 68150cfc45bd "
+	  "does not exist, but ps still lists it", 0, 30000, 6 },
 	{ "inspect leaves a container out and exits 0", THREE, "removed inspect.quiet",
-	  "dstack", NULL, NULL, 10000, -ENODATA,
-	  "nerdctl inspect: no answer for container 68150cfc45bd", 0, 10000, 4 },
+	  "dstack", NULL, NULL, 30000, -ENODATA,
+	  "nerdctl inspect: no answer for container 68150cfc45bd", 0, 30000, 4 },
 	{ "every inspect refused: the first one-by-one failure fails the list", THREE,
-	  "inspect.fail", "dstack", NULL, NULL, 10000, -EIO,
-	  "nerdctl inspect: exited with status 1: " FATAL "\"failed to dial", 0, 10000, 3 },
+	  "inspect.fail", "dstack", NULL, NULL, 30000, -EIO,
+	  "nerdctl inspect: exited with status 1: " FATAL "\"failed to dial", 0, 30000, 3 },
 	{ "an unhealthy container's inspect cannot be read (Paused: 0)", PAUSED_NUMBER, "",
 	  "dstack", NULL, NULL, 10000, -EINVAL, "nerdctl inspect: container 1: State.Paused: "
 	  "expected a boolean, got a number", 0, 10000, 2 },
 	{ "the same, one by one: never skipped", PAUSED_NUMBER, "inspect.batch-fail",
-	  "dstack", NULL, NULL, 10000, -EINVAL, "nerdctl inspect: container 0: State.Paused: "
-	  "expected a boolean, got a number", 0, 10000, 4 },
+	  "dstack", NULL, NULL, 30000, -EINVAL, "nerdctl inspect: container 0: State.Paused: "
+	  "expected a boolean, got a number", 0, 30000, 4 },
 	{ "ps ignores --filter: another project's container is dropped", ALL, "ps.nofilter",
 	  "dstack", NULL, NULL, 10000, 0, WEB DB WORKER API ONEOFF CREATED, 0, 10000, 2 },
 	{ "ps fails", THREE, "ps.fail", "dstack", NULL, NULL, 10000, -EIO,
