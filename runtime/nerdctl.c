@@ -505,6 +505,7 @@ int nerdctl_list_with(const struct nerdctl_runner *rn, const char *project,
 	if (r < 0 || n == 0)
 		return r;
 	struct nerdctl_answer a = { 0 };
+	/* One id: the one-by-one path is the batch, with its rules for "gone". */
 	r = n > 1 ? inspect(rn, ids, n, &a, out, err) : -EIO;
 	if (r == -EIO || r == -ENODATA)
 		r = inspect_each(rn, project, ids, n, out, err);
