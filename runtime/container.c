@@ -33,6 +33,7 @@ void container_free(struct container *c)
 	free(c->name);
 	free(c->state);
 	free(c->health);
+	free(c->project);
 	memset(c, 0, sizeof(*c));
 }
 

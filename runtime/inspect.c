@@ -177,7 +177,8 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 		return type_error(j, v, "Config.Labels[" COMPOSE_ONEOFF_LABEL "]",
 				  "a string", err);
 	c->oneoff = json_str_eq(j, v, "True");
-	return 0;
+	return opt_string(j, labels, COMPOSE_PROJECT_LABEL,
+			  "Config.Labels[" COMPOSE_PROJECT_LABEL "]", &c->project, err);
 }
 
 static int parse_names(const struct json *j, int obj, struct container *c,

@@ -127,8 +127,26 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
 done
 is "$exact" true "exactly 60 s old is fresh"
 
+# The app writes on the agent's clock: fresh is within 60 s either side.
+# Written 60 s ahead, it is at most 60 s ahead when the agent reads it.
+printf 'healthy\n%s\n' "$(( $(now) + 60 ))" >"$S"; once
+expect "60 s in the future is fresh" 0 true
+
+FUTURE_RULE='more than 60 s ahead counts as unhealthy \(line 2 must be in seconds, not milliseconds\)'
 printf 'healthy\n%s\n' "$(( $(now) + 3600 ))" >"$S"; once
-expect "a time in the future is fresh" 0 true
+expect "an hour in the future" 1 false "written 3[56][0-9][0-9] s in the future; $FUTURE_RULE"
+
+printf 'healthy\n%s\n' "$(( $(date +%s%3N) - 3600000 ))" >"$S"; once
+expect "milliseconds from an hour ago" 1 false "written [0-9]{13} s in the future; $FUTURE_RULE"
+
+printf 'unhealthy\n%s\n' "$(( $(now) - 120 ))" >"$S"; once
+expect "stale and unhealthy: stale is named" 1 false "written 1[2-9][0-9] s ago; older than 60 s counts as unhealthy"
+
+printf 'nope\nsoon\n' >"$S"; once
+expect "bad word and bad number: line 2 is named" 1 false "line 2 is not a Unix timestamp in seconds"
+
+printf 'healthy\n +%s \n' "$(now)" >"$S"; once
+expect "a leading + and blanks" 0 true
 
 rm -f "$S"; once
 expect "missing file" 1 false "status file .*/st/health does not exist"
@@ -149,7 +167,13 @@ printf 'fine\n%s\n' "$(now)" >"$S"; once
 expect "unknown word" 1 false "line 1 is neither healthy nor unhealthy"
 
 printf 'healthy\n%s\nmore\n' "$(now)" >"$S"; once
-expect "a third line" 1 false "the status file has more than two lines"
+expect "a third line is ignored" 0 true
+
+printf 'healthy\n%s\n1\nunhealthy\n' "$(now)" >"$S"; once
+expect "a second timestamp and a fourth line are ignored" 0 true
+
+printf 'healthy\n%s\n\xff\n' "$(now)" >"$S"; once
+expect "invalid UTF-8 after two good lines" 1 false "the status file cannot be read as text: it is not valid UTF-8"
 
 # --- the bytes are never quoted back ----------------------------------------
 MARK=e2eMARKER7f3a
@@ -181,9 +205,18 @@ expect_refused "a directory refused" "status file .*/real is a directory; it mus
 compose /dev/null; once
 expect_refused "a device refused" "status file /dev/null is a character device; it must be a regular file"
 
+# A larger file is judged on its first 4096 bytes, as if it ended there.
 { printf 'healthy\n%s\n' "$(now)"; head -c 4096 /dev/zero | tr '\0' '\n'; } >"$T/st/big"
 compose "$T/st/big"; once
-expect "file over 4096 bytes" 1 false "status file .*/st/big is larger than 4096 bytes"
+expect "file over 4096 bytes: its first 4096 judged" 0 true
+
+{ printf 'healthy'; head -c 4088 /dev/zero | tr '\0' ' '; printf '\n%s\n' "$(now)"; } >"$T/st/beyond"
+compose "$T/st/beyond"; once
+expect "line 2 starting at byte 4096: one line" 1 false "the status file has only one line; line 2 must be the Unix timestamp at which it was written"
+
+{ printf 'healthy\n%s\n' "$(now)"; head -c 4076 /dev/zero | tr '\0' 'a'; printf '\xc3\xa9\n'; } >"$T/st/cut"
+compose "$T/st/cut"; once
+expect "a character cut at byte 4096" 1 false "the status file cannot be read as text: it is not valid UTF-8"
 
 { printf 'healthy\n%s\n' "$(now)"; head -c 100 /dev/zero | tr '\0' '\n'; } >"$T/st/small"
 compose "$T/st/small"; once

@@ -98,13 +98,23 @@ attack symlink-loop entry 'too many levels of symbolic links'
 mkdir "$T/c-socket" && python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/c-socket/health"
 attack socket refused 'is a socket; it must be a regular file'
 
+# Only the first 4096 bytes are read (NUL bytes, no line break: one line).
 mkdir "$T/c-huge-sparse" && truncate -s 64G "$T/c-huge-sparse/health"
-attack huge-sparse entry 'is larger than 4096 bytes'
+attack huge-sparse entry 'the status file has only one line'
 
-# Exactly 4096 bytes is read and judged (here: stale); one more is refused.
+# Exactly 4096 bytes is read and judged (here: stale), and so is the start
+# of a larger file.
 F=$T/c-full-4096-stale
 mkdir "$F" && { printf 'healthy\n1\n'; head -c 4086 /dev/zero | tr '\0' ' '; } >"$F/health"
 attack full-4096-stale entry 'written [0-9]+ s ago'
+F=$T/c-huge-stale
+mkdir "$F" && { printf 'healthy\n1\n'; head -c 1000000 /dev/zero | tr '\0' ' '; } >"$F/health"
+attack huge-stale entry 'written [0-9]+ s ago'
+
+# Milliseconds by mistake: far in the future, never fresh.
+F=$T/c-milliseconds
+mkdir "$F" && printf 'healthy\n%s\n' "$(date +%s%3N)" >"$F/health"
+attack milliseconds entry 'written [0-9]+ s in the future; more than 60 s ahead'
 
 # $T/p is left pointing at a directory that does not exist.
 attack parent-gone entry 'does not exist'
