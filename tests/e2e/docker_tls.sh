@@ -15,9 +15,7 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 command -v openssl >/dev/null || skip_all "openssl is not installed"
 [ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
 
-T=$(mktemp -d)
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+. tests/lib/scratch.sh
 
 # ca NAME: a self-signed CA in $T/NAME-ca.pem / $T/NAME-ca-key.pem.
 ca() {
