@@ -27,9 +27,9 @@ WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes \
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-# dpkg-buildflags and Yocto set _FORTIFY_SOURCE themselves; defining it twice
-# with another value would warn.
-ifeq ($(findstring _FORTIFY_SOURCE,$(CPPFLAGS) $(CFLAGS)),)
+# dpkg-buildflags and Yocto (in CC) set _FORTIFY_SOURCE themselves; defining
+# it twice with another value would warn.
+ifeq ($(findstring _FORTIFY_SOURCE,$(CC) $(CPPFLAGS) $(CFLAGS)),)
 HARDEN := -D_FORTIFY_SOURCE=2
 endif
 HARDEN += -fstack-protector-strong -fPIE
@@ -57,7 +57,7 @@ $(BUILD)/config.mk: $(BUILD)/pkg-config.id
 	} > $@.tmp && mv $@.tmp $@
 # The targets a person runs on a fresh machine install the dependencies
 # first and build in a sub-make, so they must not need them yet.
-NOCONFIG_GOALS := clean deps test run bench fuzz fuzz-build fuzz-smoke deb uninstall
+NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
 include $(BUILD)/config.mk
 endif

@@ -30,13 +30,16 @@ for c in apt-get apt dpkg dpkg-query; do
 	chmod +x "$T/shim/$c"
 done
 
-# What a recipe's EXTRA_OEMAKE and the bitbake environment hand make.
+# What the recipe's EXTRA_OEMAKE (packaging/yocto/dstack-healthd_git.bb)
+# hands make, with Debian's cross tools for Yocto's.
 cross_make() {
 	env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u CFLAGS -u CPPFLAGS -u LDFLAGS \
 		PATH="$T/shim:$PATH" \
 		make --no-print-directory BUILD="$T/arm64" \
 		CC="$TRIPLET-gcc" AR="$TRIPLET-ar" PKG_CONFIG="$TRIPLET-pkg-config" \
-		CFLAGS="-O2 -pipe -g" LDFLAGS="-Wl,-O1 -Wl,--hash-style=gnu" "$@"
+		CFLAGS="-O2 -pipe -g" CPPFLAGS="" LDFLAGS="-Wl,-O1 -Wl,--hash-style=gnu" \
+		PREFIX=/usr SBINDIR=/usr/sbin MANDIR=/usr/share/man \
+		DOCDIR=/usr/share/doc/dstack-healthd SYSTEMDUNITDIR=/usr/lib/systemd/system "$@"
 }
 cross_make -j2 "$T/arm64/dstack-healthd" >"$T/make.log" 2>&1
 rc=$?
@@ -65,16 +68,17 @@ like "$(grep -m1 -- "-o $BIN " "$T/make.log")" '-pie .*-Wl,-O1 -Wl,--hash-style=
 is "$(grep -c -- -Werror "$T/make.log")" 0 "no -Werror unless WERROR=1"
 
 # do_install: make install with DESTDIR, the same variables, no rebuild.
-cross_make install DESTDIR="$T/stage" PREFIX=/usr SYSTEMDUNITDIR=/lib/systemd/system \
-	>"$T/install.log" 2>&1
+cross_make install DESTDIR="$T/stage" >"$T/install.log" 2>&1
 rc=$?
 [ $rc -eq 0 ] || tail -n 20 "$T/install.log" | sed 's/^/# /'
 is "$rc" 0 "make install DESTDIR= stages the cross build"
 like "$(readelf -h "$T/stage/usr/sbin/dstack-healthd" 2>&1)" 'Machine: +AArch64' \
 	"the staged agent is the aarch64 one"
 staged=$(cd "$T/stage" && find . -type f | sort | tr '\n' ' ')
-is "$staged" "./lib/systemd/system/dstack-healthd.service ./lib/systemd/system/dstack-healthd.socket ./usr/sbin/dstack-healthd ./usr/share/doc/dstack-healthd/examples/healthd.json ./usr/share/man/man8/dstack-healthd.8 " \
+is "$staged" "./usr/lib/systemd/system/dstack-healthd.service ./usr/lib/systemd/system/dstack-healthd.socket ./usr/sbin/dstack-healthd ./usr/share/doc/dstack-healthd/examples/healthd.json ./usr/share/man/man8/dstack-healthd.8 " \
 	"the staged files: the agent, both units, the man page, the example"
+is "$(grep '^ExecStart=' "$T/stage/usr/lib/systemd/system/dstack-healthd.service")" \
+	"ExecStart=/usr/sbin/dstack-healthd" "the service starts the staged agent"
 
 is "$(cat "$T/shim.log" 2>/dev/null)" "" "the build asked neither apt nor dpkg"
 
