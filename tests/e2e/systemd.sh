@@ -6,8 +6,9 @@
 # with its hardening in force, answer /prpc/v1/Health, carry the verdict in
 # its StatusText, ping the watchdog, log a healthy -> unhealthy -> healthy
 # cycle to the journal in a few lines, come back after a crash, stop cleanly,
-# serve through dstack-healthd.socket (enabled with the service), and both
-# units must be stopped on removal and forgotten on purge.
+# serve through dstack-healthd.socket (enabled with the service), keep the
+# socket open across an upgrade, and both units must be stopped on removal
+# and forgotten on purge.
 #
 # When no systemd can be had (no root, no dockerd, no network for debootstrap,
 # a container in which systemd does not come up), the test skips and says why.
@@ -106,7 +107,13 @@ rc=$?
 is "$rc" 0 "dpkg -i installs the package"
 is "$(in_c systemctl is-enabled dstack-healthd.service 2>&1)" enabled "the service is enabled"
 is "$(in_c systemctl is-enabled dstack-healthd.socket 2>&1)" enabled "the socket unit is enabled too"
-is "$(in_c systemctl show -P ActiveState dstack-healthd.socket 2>&1)" active "and started: systemd holds port 8090"
+sock_state=$(in_c systemctl show -P ActiveState dstack-healthd.socket 2>&1)
+is "$sock_state" active "and started: systemd holds port 8090"
+if [ "$sock_state" != active ]; then
+	sed 's/^/# /' "$T/dpkg.log"
+	diag "$(in_c systemctl status --no-pager -l dstack-healthd.socket 2>&1)"
+	diag "$(in_c journalctl -b --no-pager -n 40 2>&1)"
+fi
 
 prop() { in_c systemctl show -P "$2" "$1" 2>/dev/null; }
 running() { [ "$(prop dstack-healthd.service SubState)" = running ]; }
@@ -240,6 +247,26 @@ JSON
 else
 	diag "no static /bin/busybox: the Docker source under the unit is not checked"
 fi
+
+# --- upgrade: the service restarts, the socket keeps the port -------------
+is "$(prop dstack-healthd.socket ActiveState)" active "the socket listens before the upgrade"
+pid=$(prop dstack-healthd.service MainPID)
+in_c dpkg -i /tmp/healthd.deb >"$T/upgrade.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/upgrade.log"
+is "$rc" 0 "dpkg -i over the installed package (an upgrade) succeeds"
+wait_for 15 new_pid
+ok $? "the upgrade restarts the service"
+sock_state=$(prop dstack-healthd.socket ActiveState)
+is "$sock_state" active "and leaves the socket listening"
+if [ "$sock_state" != active ]; then
+	sed 's/^/# /' "$T/upgrade.log"
+	diag "$(in_c journalctl --no-pager -n 30 -u dstack-healthd.socket -u dstack-healthd.service 2>&1)"
+fi
+wait_for 10 sh -c "$D exec $C curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health | grep -q healthy"
+ok $? "the restarted agent answers on port 8090"
+like "$(in_c journalctl --no-pager -o cat _PID="$(prop dstack-healthd.service MainPID)" 2>&1 | grep 'serving on')" \
+	'serving on \[::\]:8090;' "it serves on the socket systemd kept, not a bind of its own"
 
 # --- removal and purge: both units, like any packaged unit ----------------
 in_c dpkg -r dstack-healthd >"$T/remove.log" 2>&1
