@@ -3,10 +3,10 @@
 # port): slowloris, thousands of idle connections, oversized headers and
 # bodies, invalid methods and paths, pipelined garbage
 # (tests/fakes/abuse_client.py). Attackers connect from other loopback
-# addresses (127.0.0.2...), as one address or several, so that the
-# listener's per-address limit (32) and global limit (256, rpc/server.h) are
-# both in play: 16 addresses holding 32 slow connections each (512) must not
-# starve the gateway either. Throughout each attack a gateway-style poll (fresh
+# addresses (127.0.0.2...), as one address or several, against the
+# listener's per-address limit (32) and global limit (1024, rpc/server.h,
+# RPC_MAX_CONNECTIONS): 16 addresses holding 32 slow connections each (512)
+# must not starve the gateway either. Throughout each attack a gateway-style poll (fresh
 # connection, POST /prpc/v1/Health?json, body {}, 2 s timeout, from
 # 127.0.0.1) must succeed every time, and the agent's peak RSS must stay
 # under RSS_MAX_KB. Every attack is bounded in time.
@@ -20,7 +20,7 @@ ABUSE=tests/fakes/abuse_client.py
 [ -x "$BIN" ] || skip_all "$BIN not built"
 command -v python3 >/dev/null || skip_all "python3 is not installed"
 
-# What an agent under attack may hold: 256 connections of 16 KiB each, the
+# What an agent under attack may hold: 1024 connections of 16 KiB each, the
 # 64 KiB bodies in flight, and the sanitizer build's own overhead.
 case "$B" in
 *asan*) # The sanitizer's allocator keeps and maps memory of its own (peaks

@@ -18,11 +18,11 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 command -v openssl >/dev/null || skip_all "openssl is not installed"
 [ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
 
-T=$(mktemp -d)
-PIDS=()
+. tests/lib/scratch.sh
 . tests/lib/dockerd.sh
-fakes_stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
-trap 'fakes_stop; dockerd_stop; rm -rf "$T"' EXIT
+# The fakes and the helpers in PIDS are killed by scratch.sh; dockerd has its
+# own orderly stop.
+scratch_more() { dockerd_stop; }
 
 # ca NAME: a self-signed CA in $T/NAME-ca.pem / $T/NAME-ca-key.pem.
 ca() {

@@ -13,8 +13,7 @@ for tool in curl protoc python3; do
 	command -v "$tool" >/dev/null || skip_all "$tool is not installed"
 done
 
-T=$(mktemp -d)
-PIDS=()
+. tests/lib/scratch.sh
 alive() { kill -0 "$1" 2>/dev/null; }
 # stop PID: SIGTERM, then SIGKILL if it is still there after 8 s; reaps it.
 # An agent runs under `timeout -k 5`, which forwards the TERM and kills the
@@ -25,14 +24,15 @@ stop() {
 	wait_for 8 sh -c "! kill -0 $1 2>/dev/null" || kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 }
-cleanup() {
+# Each gets the stop above, not scratch.sh's KILL, which would orphan the
+# agent under its timeout.
+scratch_more() {
 	local p
 	for p in "${PIDS[@]}"; do
 		stop "$p"
 	done
-	rm -rf "$T"
+	PIDS=()
 }
-trap cleanup EXIT
 
 if ! [ -x "$BIN" ]; then
 	ok 1 "the binary $BIN exists"

@@ -7,16 +7,14 @@ cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
 
 BIN=${HEALTHD_BUILD:-build}/dstack-healthd
-T=$(mktemp -d)
+. tests/lib/scratch.sh
 SERVER_PID=
-cleanup() {
+scratch_more() {
 	if [ -n "$SERVER_PID" ]; then
 		kill "$SERVER_PID" 2>/dev/null
 		wait "$SERVER_PID" 2>/dev/null
 	fi
-	rm -rf -- "$T"
 }
-trap cleanup EXIT
 
 command -v python3 >/dev/null || skip_all "python3 is needed to read the JSON answers"
 command -v curl >/dev/null || skip_all "curl is needed to ask the server"

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "agent/compose.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define V3 "\"manifest_version\":\"3\",\"name\":\"app\","
 #define DC "\"runner\":\"docker-compose\""

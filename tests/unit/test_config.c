@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "agent/config.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
 

@@ -10,7 +10,7 @@
 #include "agent/refresh.h"
 #include "runtime/events.h"
 #include "runtime/http.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 /* ---- scheduling: event times in, refresh start times out ---- */
 

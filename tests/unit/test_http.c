@@ -7,7 +7,7 @@
 
 #include "base/cleanup.h"
 #include "runtime/http.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 struct outcome {
 	int rc; /* 1 complete, or a negative errno */

@@ -9,7 +9,7 @@
 
 #include "base/cleanup.h"
 #include "runtime/inspect.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define RECORDED "tests/fakes/nerdctl-data/docker-20.10-inspect.json"
 

@@ -17,7 +17,7 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "runtime/nerdctl.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define FAKE "tests/fakes/nerdctl"
 

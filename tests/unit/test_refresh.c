@@ -9,7 +9,7 @@
 
 #include "agent/refresh.h"
 #include "agent/source.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 /* A step: 'H' healthy refresh, 'U' unhealthy refresh (entry web: starting),
  * 'F' failed refresh. want: 'N' not determined yet, 'H', 'U', 'E' error. */

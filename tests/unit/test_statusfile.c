@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "statusfile/statusfile.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define NOW 1771234567
 
