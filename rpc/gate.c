@@ -33,7 +33,8 @@ struct conn {
 	struct conn *prev, *next; /* waiting list (oldest first), or free list */
 	int64_t since;            /* accept, or the end of the previous request */
 	int fd;
-	bool parked;              /* in our epoll set, not the daemon's yet */
+	bool ours;                /* not handed to the daemon (yet) */
+	bool parked;              /* ours, and in our epoll set */
 	bool doomed;              /* shut down; the daemon closes it next turn */
 };
 
@@ -73,6 +74,7 @@ static struct conn *conn_get(struct gate *g, int fd, int64_t now)
 	struct conn *k = g->free_list;
 	g->free_list = k->next;
 	k->fd = fd;
+	k->ours = true;
 	k->parked = k->doomed = false;
 	wait_from(g, k, now);
 	g->open++;
@@ -97,7 +99,7 @@ static struct conn *oldest(struct gate *g)
 static void doom(struct gate *g, struct conn *k)
 {
 	unlink_conn(k);
-	if (k->parked) { /* ours alone: closing also leaves the epoll set */
+	if (k->ours) { /* closing also leaves our epoll set */
 		close(k->fd);
 		conn_put(g, k);
 		return;
@@ -213,7 +215,7 @@ static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, sock
 	} else if (r > 0) {
 		if (k->parked)
 			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
-		k->parked = false;
+		k->parked = k->ours = false;
 		hand_over(g, k, sa, alen);
 	} else if (!k->parked) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = k };

@@ -35,7 +35,7 @@
 /* Kernel accept queue: a burst waits here while the slots turn over (the
  * kernel caps it at net.core.somaxconn). */
 #define RPC_LISTEN_BACKLOG 4096
-#define RPC_CONNECTION_MEMORY (16 * 1024)
+#define RPC_CONNECTION_MEMORY (4 * 1024)
 #define RPC_IDLE_TIMEOUT_S 10
 
 struct rpc_server_opts {
