@@ -101,6 +101,7 @@ static void doom(struct gate *g, struct conn *k)
 	unlink_conn(k);
 	if (k->ours) { /* closing also leaves our epoll set */
 		close(k->fd);
+		k->parked = false;
 		conn_put(g, k);
 		return;
 	}
@@ -255,9 +256,12 @@ static void take_new(struct gate *g, int64_t now)
 	}
 }
 
-/* A parked connection's first bytes (or its end) arrived. */
+/* A parked connection's first bytes (or its end) arrived. It may have
+ * been closed since, earlier in the same batch of events (to make room). */
 static void unpark(struct gate *g, struct conn *k)
 {
+	if (!k->parked)
+		return;
 	union {
 		struct sockaddr sa;
 		struct sockaddr_storage ss;
@@ -272,7 +276,7 @@ static void unpark(struct gate *g, struct conn *k)
 static void *gate_run(void *arg)
 {
 	struct gate *g = arg;
-	struct epoll_event ev[4];
+	struct epoll_event ev[64];
 	for (;;) {
 		int64_t now = clock_mono_ms();
 		int wait = sweep(g, now);
