@@ -8,7 +8,6 @@
 
 #include <microhttpd.h>
 
-#include "base/cleanup.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
 #include "rpc/gate.h"

@@ -180,6 +180,14 @@ for method in PUT DELETE HEAD; do
 	is "$(hdr "$T/m.h" X-App-Version)" "$APPVER" "$method: X-App-Version"
 done
 
+# Request heads: the pool per connection (RPC_CONNECTION_MEMORY, 4 KiB)
+# serves 3000 bytes of headers; a head well past it gets a 431.
+pad=$(printf '%03000d' 0)
+req big -H "X-Pad: $pad" "$U/prpc/v1/Health"
+is "$(status "$T/big.h")" 200 "a request head of 3 KiB is served"
+req big -H "X-Pad: $pad$pad" "$U/prpc/v1/Health"
+is "$(status "$T/big.h")" 431 "a request head of 6 KiB gets 431"
+
 # Keep-alive: two GETs on one connection.
 curl -sv --max-time 2 "$U/prpc/v1/Health" "$U/prpc/v1/Version" >/dev/null 2>"$T/ka"
 grep -q 'Re-using existing connection' "$T/ka"
