@@ -34,6 +34,10 @@ static const struct opt_def opts[] = {
 	OPT("listen", OPT_STRING, listen, "ADDR",
 	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH\n"
 	    "(default 0.0.0.0:8090)"),
+	OPT("header-timeout", OPT_SECONDS, header_timeout_ms, "SECONDS",
+	    "a connection that has not sent a whole request this\n"
+	    "long after its accept or its previous request is\n"
+	    "closed (default 2)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
 	    "the app's app-compose.json\n(default /dstack/.host-shared/app-compose.json)"),
 	OPT("runtime-file", OPT_STRING, runtime_file, "FILE",
@@ -276,6 +280,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 
 	memset(c, 0, sizeof(*c));
 	c->interval_ms = 5000;
+	c->header_timeout_ms = 2000;
 	c->refresh_timeout_ms = 10000;
 	c->min_refresh_spacing_ms = 250;
 	c->log_priority = LOG_INFO;

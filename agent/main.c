@@ -152,6 +152,10 @@ static void log_changes(const struct agent *old, const struct agent *now)
 		log_msg(LOG_NOTICE, "reload: docker_tls_verify changed");
 	if (o->log_priority != n->log_priority)
 		log_msg(LOG_NOTICE, "reload: log_level changed");
+	if (o->header_timeout_ms != n->header_timeout_ms)
+		log_msg(LOG_WARNING, "reload: header_timeout changed to %.3g s; the listener "
+				     "keeps %.3g s until a restart",
+			(double)n->header_timeout_ms / 1000, (double)o->header_timeout_ms / 1000);
 	if (strcmp(o->listen, n->listen))
 		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
 				     "until a restart", n->listen);
@@ -247,6 +251,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
+		.header_timeout_ms = a->cfg.header_timeout_ms,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {

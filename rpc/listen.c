@@ -154,7 +154,7 @@ int rpc_listen(const char *spec, int *fd, struct errbuf *err)
 				  strerror(errno));
 	if (bind(s, &a.sa, alen) < 0)
 		return errbuf_set(err, errno, "listen address '%s': bind: %s", spec, strerror(errno));
-	if (listen(s, SOMAXCONN) < 0)
+	if (listen(s, RPC_LISTEN_BACKLOG) < 0)
 		return errbuf_set(err, errno, "listen address '%s': listen: %s", spec, strerror(errno));
 	*fd = TAKE_FD(s);
 	return 0;

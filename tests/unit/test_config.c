@@ -186,6 +186,41 @@ static void test_actions(void)
 	config_free(&c);
 }
 
+/* header_timeout: its default, and each source by the derived names. */
+static void test_header_timeout(void)
+{
+	const char *cfg = write_file("h.json", "{\"header_timeout\":0.5}");
+	char cflag[300];
+	snprintf(cflag, sizeof(cflag), "--config=%s", cfg);
+	static const struct {
+		const char *what, *env;
+		char *argv[4];
+		long long ms;
+	} cases[] = {
+		{ "default", NULL, { "x" }, 2000 },
+		{ "file key header_timeout", NULL, { "x", "CFG" }, 500 },
+		{ "env DSTACK_HEALTHD_HEADER_TIMEOUT", "1.5", { "x", "CFG" }, 1500 },
+		{ "flag --header-timeout", "1.5", { "x", "CFG", "--header-timeout=3" }, 3000 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[4] = { 0 };
+		int argc = 0;
+		for (; argc < 3 && cases[i].argv[argc]; argc++)
+			argv[argc] = strcmp(cases[i].argv[argc], "CFG") ? cases[i].argv[argc] : cflag;
+		clear_env();
+		if (cases[i].env)
+			setenv("DSTACK_HEALTHD_HEADER_TIMEOUT", cases[i].env, 1);
+		struct config c;
+		struct errbuf e;
+		int r = config_load(argc, argv, &c, &e);
+		ok(r == 0, "%s: loads", cases[i].what);
+		if (r == 0)
+			is_int(c.header_timeout_ms, cases[i].ms, "%s: header_timeout", cases[i].what);
+		config_free(&c);
+	}
+	unsetenv("DSTACK_HEALTHD_HEADER_TIMEOUT");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -193,6 +228,7 @@ int main(void)
 	test_precedence();
 	test_errors();
 	test_actions();
+	test_header_timeout();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
