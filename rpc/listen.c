@@ -64,7 +64,7 @@ static int parse_inet(const char *spec, union sockaddr_any *a, socklen_t *alen, 
 		host[colon - spec] = '\0';
 		port = colon + 1;
 	}
-	uint16_t p;
+	uint16_t p = 0; /* set by parse_port; aarch64 gcc 12 cannot tell */
 	int r = parse_port(spec, port, &p, err);
 	if (r < 0)
 		return r;
