@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 /* jsmn's strict mode checks only the first byte of a primitive; a document
  * is accepted only when every primitive is a literal or an RFC 8259 number. */
 static bool primitive_valid(const char *s, size_t n)
@@ -367,16 +369,10 @@ int json_double(const struct json *j, int i, double *out)
 
 int json_buf_put(struct json_buf *b, const char *s, size_t n)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	char *p = grow(b->p, &b->cap, b->len + n + 1, 1, 64, 0);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
 	b->p[b->len] = '\0';

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 static char *vformat(const char *fmt, va_list ap)
 {
 	char *s = NULL;
@@ -37,14 +39,10 @@ static int add_owned(struct verdict *v, char *name, char *status)
 {
 	if (!name || !status)
 		goto nomem;
-	if (v->n_entries == v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 4;
-		struct health_entry *e = realloc(v->entries, cap * sizeof(*e));
-		if (!e)
-			goto nomem;
-		v->entries = e;
-		v->cap = cap;
-	}
+	struct health_entry *e = grow(v->entries, &v->cap, v->n_entries + 1, sizeof(*e), 4, 0);
+	if (!e)
+		goto nomem;
+	v->entries = e;
 	v->entries[v->n_entries].name = name;
 	v->entries[v->n_entries].status = status;
 	v->n_entries++;

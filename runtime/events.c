@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/grow.h"
 #include "runtime/container.h"
 #include "runtime/http.h"
 
@@ -102,16 +103,10 @@ int events_lines_take(struct events_lines *l, const char **p, size_t *n, struct 
 	size_t take = nl ? (size_t)(nl - *p) : *n;
 	if (take > EVENTS_MAX_LINE - l->len)
 		return errbuf_set(err, E2BIG, "an event is longer than %u bytes", EVENTS_MAX_LINE);
-	if (l->len + take + 1 > l->cap) {
-		size_t cap = l->cap ? l->cap : 4096;
-		while (cap < l->len + take + 1)
-			cap *= 2;
-		char *b = realloc(l->line, cap);
-		if (!b)
-			return errbuf_set(err, ENOMEM, "out of memory");
-		l->line = b;
-		l->cap = cap;
-	}
+	char *b = grow(l->line, &l->cap, l->len + take + 1, 1, 4096, 0);
+	if (!b)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	l->line = b;
 	memcpy(l->line + l->len, *p, take);
 	l->len += take;
 	l->line[l->len] = '\0';

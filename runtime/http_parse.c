@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/grow.h"
+
 enum {
 	ST_STATUS,
 	ST_HEADERS,
@@ -278,18 +280,10 @@ static int body_append(struct http_parser *p, const char *s, size_t n, struct er
 	}
 	if (n > p->max_body - r->body_len)
 		return body_too_big(p, err);
-	if (r->body_len + n + 1 > p->body_cap) {
-		size_t cap = p->body_cap ? p->body_cap : 4096;
-		while (cap < r->body_len + n + 1)
-			cap *= 2;
-		if (cap > p->max_body + 1)
-			cap = p->max_body + 1;
-		char *b = realloc(r->body, cap);
-		if (!b)
-			return fail(p, err, ENOMEM, "out of memory");
-		r->body = b;
-		p->body_cap = cap;
-	}
+	char *b = grow(r->body, &p->body_cap, r->body_len + n + 1, 1, 4096, p->max_body + 1);
+	if (!b)
+		return fail(p, err, ENOMEM, "out of memory");
+	r->body = b;
 	memcpy(r->body + r->body_len, s, n);
 	r->body_len += n;
 	r->body[r->body_len] = '\0';

@@ -15,6 +15,7 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "base/grow.h"
 #include "runtime/inspect.h"
 
 extern char **environ;
@@ -60,16 +61,10 @@ static int proc_read(struct proc *p, int fd, bool is_stdout)
 		}
 		if ((size_t)n > NERDCTL_MAX_OUTPUT - p->len)
 			return -EFBIG;
-		if (p->len + (size_t)n + 1 > p->cap) {
-			size_t cap = p->cap ? p->cap : 65536;
-			while (cap < p->len + (size_t)n + 1)
-				cap *= 2;
-			char *q = realloc(p->out, cap);
-			if (!q)
-				return -ENOMEM;
-			p->out = q;
-			p->cap = cap;
-		}
+		char *q = grow(p->out, &p->cap, p->len + (size_t)n + 1, 1, 65536, 0);
+		if (!q)
+			return -ENOMEM;
+		p->out = q;
 		memcpy(p->out + p->len, buf, (size_t)n);
 		p->len += (size_t)n;
 		p->out[p->len] = '\0';
