@@ -196,38 +196,43 @@ struct MHD_Response *rpc_response_new(bool json, const void *body, size_t len)
 	return resp;
 }
 
+/* The response for what an encoder returned (r) in the given mode; the
+ * JSON buffer is freed here, the protobuf bytes stay the caller's. */
+static struct MHD_Response *encoded_response(bool json, int r, struct json_buf *b,
+					     const uint8_t *pb, size_t len)
+{
+	struct MHD_Response *resp = NULL;
+	if (r == 0)
+		resp = json ? rpc_response_new(true, b->p, b->len) : rpc_response_new(false, pb, len);
+	json_buf_free(b);
+	return resp;
+}
+
 struct MHD_Response *rpc_response_error(bool json, const char *msg)
 {
-	if (json) {
-		struct json_buf b = { 0 };
-		struct MHD_Response *resp = NULL;
-		if (encode_error_json(msg, &b) == 0)
-			resp = rpc_response_new(true, b.p, b.len);
-		json_buf_free(&b);
-		return resp;
-	}
-	_cleanup_free_ uint8_t *buf = NULL;
+	struct json_buf b = { 0 };
+	_cleanup_free_ uint8_t *pb = NULL;
 	size_t len = 0;
-	if (encode_error_pb(msg, &buf, &len) < 0)
-		return NULL;
-	return rpc_response_new(false, buf, len);
+	int r = json ? encode_error_json(msg, &b) : encode_error_pb(msg, &pb, &len);
+	return encoded_response(json, r, &b, pb, len);
 }
 
 struct MHD_Response *rpc_response_health(bool json, const struct verdict *v)
 {
-	if (json) {
-		struct json_buf b = { 0 };
-		struct MHD_Response *resp = NULL;
-		if (encode_health_json(v, &b) == 0)
-			resp = rpc_response_new(true, b.p, b.len);
-		json_buf_free(&b);
-		return resp;
-	}
-	_cleanup_free_ uint8_t *buf = NULL;
+	struct json_buf b = { 0 };
+	_cleanup_free_ uint8_t *pb = NULL;
 	size_t len = 0;
-	if (encode_health_pb(v, &buf, &len) < 0)
-		return NULL;
-	return rpc_response_new(false, buf, len);
+	int r = json ? encode_health_json(v, &b) : encode_health_pb(v, &pb, &len);
+	return encoded_response(json, r, &b, pb, len);
+}
+
+struct MHD_Response *rpc_response_version(bool json)
+{
+	struct json_buf b = { 0 };
+	_cleanup_free_ uint8_t *pb = NULL;
+	size_t len = 0;
+	int r = json ? encode_version_json(&b) : encode_version_pb(&pb, &len);
+	return encoded_response(json, r, &b, pb, len);
 }
 
 struct rpc_encoded *rpc_encode(const struct verdict *v)

@@ -46,6 +46,8 @@ struct MHD_Response *rpc_response_new(bool json, const void *body, size_t len);
 struct MHD_Response *rpc_response_error(bool json, const char *msg);
 /* The HealthResponse for v in the given mode, as a response. */
 struct MHD_Response *rpc_response_health(bool json, const struct verdict *v);
+/* The VersionResponse in the given mode, as a response. NULL on ENOMEM. */
+struct MHD_Response *rpc_response_version(bool json);
 
 /* The verdict as ready responses; built by the refresh thread (rpc_snapshot_new),
  * queued by the HTTP thread. MHD responses are reference counted under their

@@ -252,25 +252,6 @@ static struct MHD_Response *allow_get_post(struct MHD_Response *resp)
 	return resp;
 }
 
-static struct MHD_Response *version_response(bool json)
-{
-	if (json) {
-		struct json_buf b = { 0 };
-		struct MHD_Response *resp = NULL;
-		if (encode_version_json(&b) == 0)
-			resp = rpc_response_new(true, b.p, b.len);
-		json_buf_free(&b);
-		return resp;
-	}
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	if (encode_version_pb(&buf, &len) < 0)
-		return NULL;
-	struct MHD_Response *resp = rpc_response_new(false, buf, len);
-	free(buf);
-	return resp;
-}
-
 static void fixed_free(struct fixed *fx)
 {
 	struct MHD_Response **all = (struct MHD_Response **)fx;
@@ -283,7 +264,7 @@ static void fixed_free(struct fixed *fx)
 static int fixed_build(struct fixed *fx)
 {
 	for (int j = 0; j < 2; j++) {
-		fx->version[j] = version_response(j);
+		fx->version[j] = rpc_response_version(j);
 		fx->bad_method[j] = allow_get_post(rpc_response_error(j, PRPC_TEXT_BAD_METHOD));
 		fx->not_mounted[j] = rpc_response_error(j, PRPC_TEXT_NOT_MOUNTED);
 		fx->too_large[j] = rpc_response_error(j, PRPC_TEXT_TOO_LARGE);
