@@ -12,11 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "agent/compose.h"
 #include "agent/config.h"
+#include "agent/ctl.h"
+#include "agent/opview.h"
 #include "agent/notify.h"
 #include "agent/refresh.h"
 #include "agent/source.h"
@@ -24,6 +30,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "rpc/control.h"
 #include "rpc/encode.h"
 #include "rpc/server.h"
 #include "runtime/docker.h"
@@ -139,33 +146,154 @@ static void log_changes(const struct agent *old, const struct agent *now)
 			old->app.hash, now->app.hash);
 }
 
+/* `dstack-healthd reload` over the control socket: the connection's thread
+ * asks with a SIGHUP and waits until the main thread has applied or
+ * refused a reload that began after it asked. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t asked, done;
+	int result;
+	char text[8192];
+} rchan = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, "" };
+
+static int ask_reload(void *arg, char *text, size_t n)
+{
+	pthread_mutex_lock(&rchan.lock);
+	uint64_t mine = ++rchan.asked;
+	pthread_mutex_unlock(&rchan.lock);
+	kill(getpid(), SIGHUP);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	int r = 0;
+	pthread_mutex_lock(&rchan.lock);
+	while (rchan.done < mine && r == 0)
+		r = pthread_cond_timedwait(&rchan.cond, &rchan.lock, &until);
+	if (rchan.done >= mine)
+		snprintf(text, n, "%s", rchan.text);
+	else
+		snprintf(text, n, "no answer from the agent's main thread within 60 s\n");
+	int result = rchan.done >= mine ? rchan.result : -1;
+	pthread_mutex_unlock(&rchan.lock);
+	return result;
+}
+
+static void reload_answer(uint64_t serving, int result, const char *text)
+{
+	pthread_mutex_lock(&rchan.lock);
+	if (serving > rchan.done)
+		rchan.done = serving;
+	rchan.result = result;
+	snprintf(rchan.text, sizeof(rchan.text), "%s", text);
+	pthread_cond_broadcast(&rchan.cond);
+	pthread_mutex_unlock(&rchan.lock);
+}
+
 /* SIGHUP: re-reads the config and app-compose.json. A bad new config is
  * refused and the running one stays in force. */
 static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
-		   struct refresher **rf)
+		   struct opview *view, struct refresher **rf)
 {
 	struct agent n = { 0 };
 	struct errbuf err = { "" };
+	char text[8192];
+	pthread_mutex_lock(&rchan.lock);
+	uint64_t serving = rchan.asked;
+	pthread_mutex_unlock(&rchan.lock);
 	if (load(argc, argv, &n, &err) < 0) {
 		log_set_max_priority(a->cfg.log_priority);
 		log_msg(LOG_ERR, "reload refused, the running configuration stays: %s", err.msg);
+		snprintf(text, sizeof(text), "reload refused, the running configuration stays: %s\n",
+			 err.msg);
+		reload_answer(serving, -1, text);
 		free_agent(&n);
 		return;
 	}
 	log_changes(a, &n);
+	int changed = config_diff(&a->cfg, &n.cfg, text, sizeof(text) - 300);
+	if (strcmp(a->app.hash, n.app.hash)) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "app-compose.json sha256: %s \u2192 %s\n",
+			 a->app.hash, n.app.hash);
+		changed++;
+	}
+	if (strcmp(a->cfg.control_socket, n.cfg.control_socket) ||
+	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen)) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
+	}
 	refresh_stop(*rf);
 	*rf = NULL;
 	free_agent(a);
 	*a = n;
-	if (refresh_start(&a->cfg, &a->app, cache, rf, &err) < 0)
+	view->first_trigger = TRIGGER_RELOAD;
+	if (refresh_start(&a->cfg, &a->app, cache, view, rf, &err) < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
-	else
-		log_msg(LOG_NOTICE, "reloaded");
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "reload applied, but: %s\n", err.msg);
+		reload_answer(serving, -1, text);
+		return;
+	}
+	log_msg(LOG_NOTICE, "reloaded");
+	if (!changed)
+		snprintf(text, sizeof(text), "reloaded; nothing changed\n");
+	else {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "reloaded\n");
+	}
+	reload_answer(serving, 0, text);
+}
+
+/* The control socket: the second fd systemd passed, else one bound at the
+ * configured path (its folder made 0700 if missing), 0600. Not fatal: the
+ * public verdict does not depend on it. -1 when there is none. */
+static int open_control(const struct agent *a, int passed)
+{
+	const char *path = a->cfg.control_socket;
+	if (passed >= 0)
+		return passed;
+	if (!path || !*path)
+		return -1;
+	char dir[4096], spec[4200];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			log_msg(LOG_WARNING, "control socket: cannot create %s: %s", dir,
+				strerror(errno));
+	}
+	snprintf(spec, sizeof(spec), "unix:%s", path);
+	struct errbuf err = { "" };
+	int fd = -1;
+	/* Threads have not started yet: the umask is the process's alone. */
+	mode_t old = umask(0177);
+	int r = rpc_listen(spec, &fd, &err);
+	umask(old);
+	if (r < 0) {
+		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
+		return -1;
+	}
+	return fd;
+}
+
+static int open_metrics(const struct agent *a)
+{
+	struct errbuf err = { "" };
+	int fd = -1;
+	if (!a->cfg.metrics_listen || !*a->cfg.metrics_listen)
+		return -1;
+	if (rpc_listen(a->cfg.metrics_listen, &fd, &err) < 0) {
+		log_msg(LOG_WARNING, "metrics_listen: %s; not serving metrics there", err.msg);
+		return -1;
+	}
+	return fd;
 }
 
 /* The listener: the one systemd passed (socket activation, sd_listen_fds(3))
  * or a socket bound to --listen. */
-static int open_listener(const struct agent *a, int *fd)
+static int open_listener(const struct agent *a, int *fd, int *control_fd)
 {
 	struct errbuf err = { "" };
 	int n = sd_listen_fds(1);
@@ -173,11 +301,19 @@ static int open_listener(const struct agent *a, int *fd)
 		log_msg(LOG_ERR, "LISTEN_FDS: %s", strerror(-n));
 		return -1;
 	}
-	if (n > 1) {
-		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one", n);
+	if (n > 2) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one or two", n);
 		return -1;
 	}
-	if (n == 1) {
+	if (n == 2) {
+		if (sd_is_socket_unix(SD_LISTEN_FDS_START + 1, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening unix socket",
+				SD_LISTEN_FDS_START + 1);
+			return -1;
+		}
+		*control_fd = SD_LISTEN_FDS_START + 1;
+	}
+	if (n >= 1) {
 		if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
 			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening stream socket",
 				SD_LISTEN_FDS_START);
@@ -196,9 +332,11 @@ static int open_listener(const struct agent *a, int *fd)
 static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 {
 	struct errbuf err = { "" };
-	int fd = -1;
-	if (open_listener(a, &fd) < 0)
+	int fd = -1, control_fd = -1;
+	if (open_listener(a, &fd, &control_fd) < 0)
 		return EXIT_CONFIG;
+	control_fd = open_control(a, control_fd);
+	int metrics_fd = open_metrics(a);
 	char desc[256];
 	if (rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
 		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
@@ -215,23 +353,33 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "out of memory");
 		return EXIT_FAILURE;
 	}
+	static struct opview view;
+	opview_init(&view);
 	struct rpc_server *srv = NULL;
+	struct control *ctl = NULL;
 	struct refresher *rf = NULL;
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
+		.pollers = &view.pollers,
+	};
+	struct control_opts co = {
+		.listen_fd = control_fd, .metrics_fd = metrics_fd, .cache = cache,
+		.view = &view.box, .pollers = &view.pollers, .reload = ask_reload,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
+		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
 	log_start(a, desc);
 	/* Before the refresh thread starts, so that READY's own STATUS= never
 	 * lands after, and hides, the first verdict's. */
 	notify_ready(a->app.health_check ? "started; health not determined yet"
 					 : "healthy: health_check is off");
-	if (refresh_start(&a->cfg, &a->app, cache, &rf, &err) < 0) {
+	if (refresh_start(&a->cfg, &a->app, cache, &view, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
@@ -239,14 +387,18 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	int sig = 0;
 	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
 		if (sig == SIGHUP)
-			reload(argc, argv, a, cache, &rf);
+			reload(argc, argv, a, cache, &view, &rf);
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
+	/* A reload asked for and not yet served will not be. */
+	reload_answer(UINT64_MAX, -1, "the agent is stopping; nothing was reloaded\n");
 	notify_stopping();
 	rc = EXIT_SUCCESS;
 out:
 	refresh_stop(rf);
+	control_stop(ctl);
 	rpc_server_stop(srv);
 	cache_free(cache);
+	opview_destroy(&view);
 	return rc;
 }
 
@@ -256,6 +408,8 @@ int main(int argc, char *argv[])
 	struct errbuf err = { "" };
 
 	log_init();
+	if (argc > 1 && (!strcmp(argv[1], "status") || !strcmp(argv[1], "reload")))
+		return ctl_main(argc - 1, argv + 1);
 	if (load(argc, argv, &a, &err) < 0) {
 		fprintf(stderr, "dstack-healthd: %s\n", err.msg);
 		free_agent(&a);

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/notify.h"
+#include "agent/opview.h"
 #include "agent/source.h"
 #include "agent/watch.h"
 #include "base/clock.h"
@@ -18,6 +20,8 @@ struct refresher {
 	const struct config *cfg;
 	const struct app_compose *app;
 	struct cache *cache;
+	struct opview *view;
+	bool ran_once;
 	struct refresh_state st;
 	int64_t watchdog_ms;
 
@@ -31,7 +35,12 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
+	bool changed; /* the last refresh_publish changed the verdict */
+	int last_r;   /* and the source's result it counted */
 };
+
+static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
+			    struct verdict *vp, struct errbuf *errp);
 
 int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 		  const struct errbuf *err, struct verdict *out)
@@ -115,18 +124,64 @@ void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
 
 /* Runs one refresh and publishes its verdict. Returns false when it was
  * not counted: cancelled, or an event's refresh that failed. */
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, int64_t us, int r,
+		      const struct errbuf *err, bool changed, const struct source_detail *d)
+{
+	if (!rf->view)
+		return;
+	struct opview_refresh o = {
+		.cfg = rf->cfg, .app = rf->app,
+		.trigger = !rf->ran_once ? rf->view->first_trigger
+			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
+		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
+		.error = err->msg, .failures_in_row = rf->st.failures,
+		.published = &rf->st.current, .changed = changed, .detail = d,
+		.watcher = rf->watcher,
+	};
+	rf->ran_once = true;
+	opview_refreshed(rf->view, &o);
+}
+
 static bool refresh_one(struct refresher *rf, bool by_event)
 {
-	struct verdict v, out;
+	struct verdict v;
 	struct errbuf err = { "" };
-	int64_t start = clock_mono_ms();
+	struct source_detail detail;
+	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(&v);
-	int r = source_refresh(rf->cfg, rf->app, deadline, rf->cancel_fd, &v, &err);
+	int r = source_refresh_detail(rf->cfg, rf->app, deadline, rf->cancel_fd, &v,
+				      rf->view ? &detail : NULL, &err);
 	if (r == -ECANCELED) {
 		verdict_free(&v);
+		if (rf->view)
+			source_detail_free(&detail);
 		return false;
 	}
+	int64_t us = mono_us() - start_us;
+	bool counted = refresh_publish(rf, by_event, start, r, &v, &err);
+	if (counted)
+		tell_view(rf, by_event, real_start, us, rf->last_r, &err, rf->changed, &detail);
+	if (rf->view)
+		source_detail_free(&detail);
+	return counted;
+}
+
+static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
+			    struct verdict *vp, struct errbuf *errp)
+{
+	struct verdict v = *vp, out;
+	struct errbuf err = *errp;
+	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
+	verdict_init(vp);
+	rf->changed = false;
 	int64_t end = clock_mono_ms();
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
@@ -146,6 +201,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 		return false;
 	}
 	unsigned old_failures = rf->st.failures;
+	rf->last_r = r;
 	if (refresh_apply(&rf->st, r, &v, &err, &out) < 0) {
 		verdict_free(&v);
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
@@ -153,6 +209,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	}
 	verdict_free(&v);
 	log_transition(rf, &rf->st.current, &out, old_failures);
+	rf->changed = !verdict_equal(&rf->st.current, &out) || !rf->ran_once;
 	struct verdict copy;
 	if (verdict_copy(&copy, &out) < 0) {
 		verdict_free(&out);
@@ -170,6 +227,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	cache_publish(rf->cache, s);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
+	*errp = err;
 	return true;
 }
 
@@ -241,11 +299,13 @@ static bool source_is_docker(const struct app_compose *app)
 }
 
 int refresh_start(const struct config *cfg, const struct app_compose *app,
-		  struct cache *cache, struct refresher **out, struct errbuf *err)
+		  struct cache *cache, struct opview *view, struct refresher **out,
+		  struct errbuf *err)
 {
 	struct refresher *rf = calloc(1, sizeof(*rf));
 	if (!rf)
 		return errbuf_set(err, ENOMEM, "out of memory");
+	rf->view = view;
 	rf->cfg = cfg;
 	rf->app = app;
 	rf->cache = cache;

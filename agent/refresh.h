@@ -65,8 +65,12 @@ struct refresher;
 /* Starts the loop thread, and the events thread when the source is Docker
  * (health_check on, no status file, runner docker-compose). cfg, app and
  * cache must outlive them. The first refresh runs at once. */
+struct opview;
+/* view (NULL for none) gets every refresh for the operator's view; its
+ * first_trigger names the first refresh's cause. */
 int refresh_start(const struct config *cfg, const struct app_compose *app,
-		  struct cache *cache, struct refresher **out, struct errbuf *err);
+		  struct cache *cache, struct opview *view, struct refresher **out,
+		  struct errbuf *err);
 /* Asks both threads to stop and joins them. NULL is fine. */
 void refresh_stop(struct refresher *r);
 /* Asks for a refresh now (coalesced with one already pending, and spaced

@@ -1,6 +1,8 @@
 #include "agent/source.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "runtime/container.h"
@@ -25,7 +27,7 @@ int source_initial_verdict(const struct app_compose *app, struct verdict *out)
 
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, int64_t deadline, int cancel_fd,
-			    struct verdict *out, struct errbuf *err)
+			    struct verdict *out, struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
@@ -43,6 +45,11 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	}
 	if (r >= 0)
 		r = containers_judge(&l, out);
+	if (r >= 0 && d) {
+		d->containers = l;
+		d->have_containers = true;
+		return r;
+	}
 	container_list_free(&l);
 	return r;
 }
@@ -51,13 +58,34 @@ int source_refresh(const struct config *cfg, const struct app_compose *app,
 		   int64_t deadline, int cancel_fd, struct verdict *out,
 		   struct errbuf *err)
 {
+	return source_refresh_detail(cfg, app, deadline, cancel_fd, out, NULL, err);
+}
+
+void source_detail_free(struct source_detail *d)
+{
+	if (d)
+		container_list_free(&d->containers);
+}
+
+int source_refresh_detail(const struct config *cfg, const struct app_compose *app,
+			  int64_t deadline, int cancel_fd, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err)
+{
+	struct statusfile_info sfi;
+	if (d)
+		memset(d, 0, sizeof(*d));
 	if (!app->health_check) {
 		out->healthy = true;
 		return 0;
 	}
-	if (app->health_status_file)
-		return statusfile_judge(app->health_status_file, time(NULL), out, err);
-
+	if (app->health_status_file) {
+		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi, err);
+		if (d) {
+			d->statusfile = sfi;
+			d->have_statusfile = true;
+		}
+		return r;
+	}
 	/* The runtime file is written when Compose starts, after the agent is
 	 * up: it is read afresh on every refresh. */
 	struct runtime_info ri = { 0 };
@@ -68,7 +96,12 @@ int source_refresh(const struct config *cfg, const struct app_compose *app,
 	}
 	if (r < 0)
 		return r;
-	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, err);
+	if (d) {
+		snprintf(d->project, sizeof(d->project), "%s", ri.project ? ri.project : "");
+		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
+			 ri.namespace ? ri.namespace : "");
+	}
+	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, d, err);
 	runtime_info_free(&ri);
 	return r;
 }

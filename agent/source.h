@@ -9,6 +9,8 @@
 #include "agent/config.h"
 #include "base/err.h"
 #include "base/verdict.h"
+#include "runtime/container.h"
+#include "statusfile/statusfile.h"
 
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime
@@ -18,6 +20,22 @@
 int source_refresh(const struct config *cfg, const struct app_compose *app,
 		   int64_t deadline, int cancel_fd, struct verdict *out,
 		   struct errbuf *err);
+
+/* What a refresh saw, beyond the verdict, for the operator's view. */
+struct source_detail {
+	struct container_list containers; /* the project's, judged or not */
+	bool have_containers;
+	char project[256];
+	char nerdctl_namespace[256];
+	struct statusfile_info statusfile;
+	bool have_statusfile;
+};
+/* source_refresh, also filling d (zeroed first; free with
+ * source_detail_free) when not NULL. */
+int source_refresh_detail(const struct config *cfg, const struct app_compose *app,
+			  int64_t deadline, int cancel_fd, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err);
+void source_detail_free(struct source_detail *d);
 
 /* The verdict served before the first refresh completes. -ENOMEM. */
 int source_initial_verdict(const struct app_compose *app, struct verdict *out);

@@ -19,6 +19,7 @@
 
 #include "base/cache.h"
 #include "base/err.h"
+#include "base/pollers.h"
 
 /* Slow or idle clients hold a slot each; at 32 per address it takes 32
  * addresses to starve the gateway's poll (256 let 8 do it). */
@@ -31,6 +32,9 @@ struct rpc_server_opts {
 	int listen_fd;        /* bound and listening; the server takes it, even
 			       * when starting fails */
 	struct cache *cache;
+	/* Notes who asked for Health and what each was told, and counts
+	 * Health answers by status, for the local view; NULL for none. */
+	struct pollers *pollers;
 };
 
 struct rpc_server;

@@ -145,6 +145,21 @@ bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 	return true;
 }
 
+void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info)
+{
+	const char *p = buf, *end = buf + len, *l1, *l2;
+	size_t n1, n2;
+	info->word[0] = '\0';
+	info->has_written = false;
+	if (!next_line(&p, end, &l1, &n1))
+		return;
+	if (word_is(l1, n1, "healthy") || word_is(l1, n1, "unhealthy"))
+		snprintf(info->word, sizeof(info->word), "%s",
+			 word_is(l1, n1, "healthy") ? "healthy" : "unhealthy");
+	if (next_line(&p, end, &l2, &n2))
+		info->has_written = parse_seconds(l2, n2, &info->written);
+}
+
 static const char *file_type_name(mode_t m)
 {
 	if (S_ISFIFO(m))
@@ -221,7 +236,7 @@ static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt,
  * Anything but a regular file is REFUSED (spec: "A FIFO is refused outright
  * rather than reported as unhealthy-with-a-reason"), before any read. */
 static enum outcome judge_path(const char *path, const char *shown, time_t now,
-			       char *reason, size_t n)
+			       char *reason, size_t n, struct statusfile_info *info)
 {
 	struct stat st;
 	/* Refuse by type before opening: opening a device can have effects of
@@ -257,15 +272,26 @@ static enum outcome judge_path(const char *path, const char *shown, time_t now,
 	if (got > STATUSFILE_MAX_BYTES)
 		return say(JUDGED_UNHEALTHY, reason, n, "status file %s is larger than %d bytes",
 			   shown, STATUSFILE_MAX_BYTES);
+	info->read = true;
+	info->mtime = st.st_mtime;
+	statusfile_peek(buf, got, info);
 	return statusfile_parse(buf, got, now, reason, n) ? JUDGED_HEALTHY : JUDGED_UNHEALTHY;
 }
 
 int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err)
 {
+	struct statusfile_info info;
+	return statusfile_judge_info(path, now, out, &info, err);
+}
+
+int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
+			  struct statusfile_info *info, struct errbuf *err)
+{
 	char shown[SHOWN_PATH_BYTES + 1], reason[SHOWN_PATH_BYTES + 256];
 
+	memset(info, 0, sizeof(*info));
 	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
-	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason));
+	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason), info);
 	if (o == REFUSED)
 		return errbuf_set(err, EINVAL, "%s", reason);
 	out->healthy = o == JUDGED_HEALTHY;
