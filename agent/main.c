@@ -146,48 +146,27 @@ static void log_changes(const struct agent *old, const struct agent *now)
 			old->app.hash, now->app.hash);
 }
 
-/* `dstack-healthd reload` over the control socket: the connection's thread
- * asks with a SIGHUP and waits until the main thread has applied or
- * refused a reload that began after it asked. */
+/* `dstack-healthd reload` over the control socket: the control thread asks
+ * with a SIGHUP and gets a ticket; the main thread answers every ticket up
+ * to the last one asked before its reload began. */
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uint64_t asked, done;
-	int result;
-	char text[8192];
-} rchan = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, "" };
+	uint64_t asked;
+	struct control *ctl;
+} rchan = { PTHREAD_MUTEX_INITIALIZER, 0, NULL };
 
-static int ask_reload(void *arg, char *text, size_t n)
+static uint64_t ask_reload(void *arg)
 {
 	pthread_mutex_lock(&rchan.lock);
 	uint64_t mine = ++rchan.asked;
 	pthread_mutex_unlock(&rchan.lock);
 	kill(getpid(), SIGHUP);
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 60;
-	int r = 0;
-	pthread_mutex_lock(&rchan.lock);
-	while (rchan.done < mine && r == 0)
-		r = pthread_cond_timedwait(&rchan.cond, &rchan.lock, &until);
-	if (rchan.done >= mine)
-		snprintf(text, n, "%s", rchan.text);
-	else
-		snprintf(text, n, "no answer from the agent's main thread within 60 s\n");
-	int result = rchan.done >= mine ? rchan.result : -1;
-	pthread_mutex_unlock(&rchan.lock);
-	return result;
+	return mine;
 }
 
 static void reload_answer(uint64_t serving, int result, const char *text)
 {
-	pthread_mutex_lock(&rchan.lock);
-	if (serving > rchan.done)
-		rchan.done = serving;
-	rchan.result = result;
-	snprintf(rchan.text, sizeof(rchan.text), "%s", text);
-	pthread_cond_broadcast(&rchan.cond);
-	pthread_mutex_unlock(&rchan.lock);
+	control_reload_done(rchan.ctl, serving, result, text);
 }
 
 /* SIGHUP: re-reads the config and app-compose.json. A bad new config is
@@ -278,6 +257,15 @@ static int open_control(const struct agent *a, int passed)
 	return fd;
 }
 
+static void log_local(int control_fd, int metrics_fd)
+{
+	char c[256] = "", m[256] = "";
+	if (control_fd >= 0 && rpc_listen_describe(control_fd, c, sizeof(c)) == 0)
+		log_msg(LOG_INFO, "control socket (status, metrics, reload) on %s", c);
+	if (metrics_fd >= 0 && rpc_listen_describe(metrics_fd, m, sizeof(m)) == 0)
+		log_msg(LOG_INFO, "metrics on http://%s/metrics", m);
+}
+
 static int open_metrics(const struct agent *a)
 {
 	struct errbuf err = { "" };
@@ -365,7 +353,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	};
 	struct control_opts co = {
 		.listen_fd = control_fd, .metrics_fd = metrics_fd, .cache = cache,
-		.view = &view.box, .pollers = &view.pollers, .reload = ask_reload,
+		.view = &view.box, .pollers = &view.pollers, .reload_ask = ask_reload,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {
@@ -374,6 +362,9 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	}
 	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
 		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
+	else
+		log_local(control_fd, metrics_fd);
+	rchan.ctl = ctl;
 	log_start(a, desc);
 	/* Before the refresh thread starts, so that READY's own STATUS= never
 	 * lands after, and hides, the first verdict's. */
@@ -389,12 +380,11 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		if (sig == SIGHUP)
 			reload(argc, argv, a, cache, &view, &rf);
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
-	/* A reload asked for and not yet served will not be. */
-	reload_answer(UINT64_MAX, -1, "the agent is stopping; nothing was reloaded\n");
 	notify_stopping();
 	rc = EXIT_SUCCESS;
 out:
 	refresh_stop(rf);
+	rchan.ctl = NULL;
 	control_stop(ctl);
 	rpc_server_stop(srv);
 	cache_free(cache);

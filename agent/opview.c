@@ -21,7 +21,8 @@ int64_t opview_now_ms(void)
 
 void opview_init(struct opview *v)
 {
-	memset(v, 0, sizeof(*v));
+	/* Zeroed storage already (see opview.h): clearing it again would
+	 * touch every page of the tables for nothing. */
 	view_box_init(&v->box);
 	pollers_init(&v->pollers);
 	v->first_trigger = TRIGGER_START;
@@ -33,6 +34,22 @@ void opview_destroy(struct opview *v)
 	pollers_destroy(&v->pollers);
 	free(v->since);
 	v->since = NULL;
+	json_buf_free(&v->scratch[0]);
+	json_buf_free(&v->scratch[1]);
+}
+
+/* Against what the view last recorded, not the refresher's own memory:
+ * a reload starts a refresher afresh, and the verdict served across it may
+ * well be the same. */
+static bool changed(const struct opview *v, const struct verdict *now)
+{
+	char summary[sizeof(v->history[0].summary)];
+	if (v->history_n == 0)
+		return true;
+	const struct opview_change *last =
+		&v->history[(v->history_next + OPVIEW_HISTORY - 1) % OPVIEW_HISTORY];
+	verdict_summary(now, summary, sizeof(summary));
+	return last->healthy != now->healthy || strcmp(last->summary, summary) != 0;
 }
 
 static void record(struct opview *v, const struct opview_refresh *r)
@@ -56,7 +73,7 @@ static void record(struct opview *v, const struct opview_refresh *r)
 		v->last_failure_ms = r->end_ms;
 		snprintf(v->last_failure, sizeof(v->last_failure), "%s", r->error ? r->error : "");
 	}
-	if (r->changed) {
+	if (changed(v, r->published)) {
 		struct opview_change *c = &v->history[v->history_next];
 		v->history_next = (v->history_next + 1) % OPVIEW_HISTORY;
 		if (v->history_n < OPVIEW_HISTORY)
@@ -130,14 +147,15 @@ static int container_json(struct json_buf *b, const struct container *c, const c
 	if (!r && !c->has_probe)
 		r = json_buf_puts(b, "null");
 	else if (!r) {
-		static char esc[4 * VIEW_OUTPUT_MAX + 16];
+		struct json_buf esc = { 0 };
 		const char *o = c->probe_output ? c->probe_output : "";
-		view_escape_output(o, strlen(o), esc, sizeof(esc));
-		r = view_printf(b, "{\"exit_code\":%lld,", (long long)c->probe_exit_code);
+		r = view_escape_output(&esc, o, strlen(o));
+		if (!r) r = view_printf(b, "{\"exit_code\":%lld,", (long long)c->probe_exit_code);
 		if (!r) r = put_time(b, "end", c->health_log_end_ns / 1000000);
 		if (!r) r = json_buf_puts(b, ",");
-		if (!r) r = put_str(b, "output", esc);
+		if (!r) r = put_str(b, "output", esc.p ? esc.p : "");
 		if (!r) r = json_buf_puts(b, "}");
+		json_buf_free(&esc);
 	}
 	return r ? r : json_buf_puts(b, "}");
 }
@@ -361,15 +379,22 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 void opview_refreshed(struct opview *v, const struct opview_refresh *r)
 {
 	record(v, r);
-	struct json_buf st = { 0 }, m = { 0 };
-	int e = status_json(v, &st, r);
+	/* Built in buffers kept from one refresh to the next, then copied at
+	 * their exact size: growing fresh ones each time, between the
+	 * runtime's own buffers, left the refresh thread's heap ragged. */
+	v->scratch[0].len = v->scratch[1].len = 0;
+	int e = status_json(v, &v->scratch[0], r);
 	if (!e)
-		e = metrics_text(v, &m, r);
-	struct view *nv = e ? NULL : view_new(st.p, st.len, m.p, m.len);
+		e = metrics_text(v, &v->scratch[1], r);
+	char *st = e ? NULL : malloc(v->scratch[0].len + 1);
+	char *m = e ? NULL : malloc(v->scratch[1].len + 1);
+	struct view *nv = st && m ? view_new(st, v->scratch[0].len, m, v->scratch[1].len) : NULL;
 	if (!nv) {
-		json_buf_free(&st);
-		json_buf_free(&m);
+		free(st);
+		free(m);
 		return;
 	}
+	memcpy(st, v->scratch[0].p, v->scratch[0].len + 1);
+	memcpy(m, v->scratch[1].p, v->scratch[1].len + 1);
 	view_box_publish(&v->box, nv);
 }

@@ -55,8 +55,10 @@ struct opview {
 
 	struct opview_since *since;
 	size_t n_since;
+	struct json_buf scratch[2]; /* status, metrics: kept, reused */
 };
 
+/* v must be zeroed storage (static, or calloc'd). */
 void opview_init(struct opview *v);
 void opview_destroy(struct opview *v);
 
@@ -71,7 +73,6 @@ struct opview_refresh {
 	const char *error;          /* when result < 0 */
 	unsigned failures_in_row;
 	const struct verdict *published;
-	bool changed;
 	const struct source_detail *detail;
 	struct watcher *watcher;
 };

@@ -35,8 +35,7 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
-	bool changed; /* the last refresh_publish changed the verdict */
-	int last_r;   /* and the source's result it counted */
+	int last_r; /* the source's result the last refresh_publish counted */
 };
 
 static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
@@ -132,7 +131,7 @@ static int64_t mono_us(void)
 }
 
 static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, int64_t us, int r,
-		      const struct errbuf *err, bool changed, const struct source_detail *d)
+		      const struct errbuf *err, const struct source_detail *d)
 {
 	if (!rf->view)
 		return;
@@ -142,7 +141,7 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
 		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
 		.error = err->msg, .failures_in_row = rf->st.failures,
-		.published = &rf->st.current, .changed = changed, .detail = d,
+		.published = &rf->st.current, .detail = d,
 		.watcher = rf->watcher,
 	};
 	rf->ran_once = true;
@@ -168,7 +167,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	int64_t us = mono_us() - start_us;
 	bool counted = refresh_publish(rf, by_event, start, r, &v, &err);
 	if (counted)
-		tell_view(rf, by_event, real_start, us, rf->last_r, &err, rf->changed, &detail);
+		tell_view(rf, by_event, real_start, us, rf->last_r, &err, &detail);
 	if (rf->view)
 		source_detail_free(&detail);
 	return counted;
@@ -181,7 +180,6 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	struct errbuf err = *errp;
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(vp);
-	rf->changed = false;
 	int64_t end = clock_mono_ms();
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
@@ -209,7 +207,6 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	}
 	verdict_free(&v);
 	log_transition(rf, &rf->st.current, &out, old_failures);
-	rf->changed = !verdict_equal(&rf->st.current, &out) || !rf->ran_once;
 	struct verdict copy;
 	if (verdict_copy(&copy, &out) < 0) {
 		verdict_free(&out);

@@ -50,6 +50,7 @@ struct pollers {
 	struct pollers_table t;
 };
 
+/* p must be zeroed storage (static, or calloc'd). */
 void pollers_init(struct pollers *p);
 void pollers_destroy(struct pollers *p);
 

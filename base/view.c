@@ -121,31 +121,28 @@ static size_t cut_at(const char *s, size_t len, size_t max)
 	return i;
 }
 
-size_t view_escape_output(const char *s, size_t len, char *out, size_t cap)
+int view_escape_output(struct json_buf *out, const char *s, size_t len)
 {
-	size_t end = cut_at(s, len, VIEW_OUTPUT_MAX), o = 0;
-	if (cap < 4 * VIEW_OUTPUT_MAX + 16) {
-		if (cap)
-			out[0] = '\0';
-		return 0;
-	}
-	for (size_t i = 0; i < end; i++) {
+	size_t end = cut_at(s, len, VIEW_OUTPUT_MAX), from = 0;
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < end; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == '\n')
-			o += (size_t)snprintf(out + o, cap - o, "\\n");
-		else if (c == '\t')
-			o += (size_t)snprintf(out + o, cap - o, "\\t");
-		else if (c == '\r')
-			o += (size_t)snprintf(out + o, cap - o, "\\r");
-		else if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+		if (c >= 0x20 && c != 0x7f)
+			continue;
+		char esc[8];
+		if (c == '\n' || c == '\t' || c == '\r')
+			snprintf(esc, sizeof(esc), "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
 		else
-			out[o++] = (char)c;
+			snprintf(esc, sizeof(esc), "\\x%02x", c);
+		if ((r = json_buf_put(out, s + from, i - from)) == 0)
+			r = json_buf_puts(out, esc);
+		from = i + 1;
 	}
-	if (end < len)
-		o += (size_t)snprintf(out + o, cap - o, "...[cut]");
-	out[o] = '\0';
-	return o;
+	if (r == 0)
+		r = json_buf_put(out, s + from, end - from);
+	if (r == 0 && end < len)
+		r = json_buf_puts(out, "...[cut]");
+	return r;
 }
 
 int view_printf(struct json_buf *b, const char *fmt, ...)

@@ -54,11 +54,10 @@ int view_json_time(struct json_buf *b, int64_t realtime_ms);
  * n is 0. v is not changed. */
 int64_t view_percentile(const int64_t *v, size_t n, unsigned pct);
 
-/* Pure: s[0..len) cut at VIEW_OUTPUT_MAX bytes (never inside a UTF-8
- * sequence) with control characters escaped (\n, \t, \r, others \xNN), as
- * a NUL-terminated string in out (cap >= 4 * VIEW_OUTPUT_MAX + 16). A cut
- * is marked with "...[cut]". Returns the length written. */
-size_t view_escape_output(const char *s, size_t len, char *out, size_t cap);
+/* Pure: appends s[0..len) to out cut at VIEW_OUTPUT_MAX bytes (never inside
+ * a UTF-8 sequence) with control characters escaped (\n, \t, \r, others
+ * \xNN). A cut is marked with "...[cut]". -ENOMEM. */
+int view_escape_output(struct json_buf *out, const char *s, size_t len);
 
 /* Prometheus text format 0.0.4. A label value with \, " and newline
  * escaped. -ENOMEM. */

@@ -1,6 +1,9 @@
 #include "rpc/control.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,9 +14,21 @@
 #include "base/clock.h"
 #include "rpc/encode.h"
 
+/* A POST /reload waiting, suspended, for the main thread's answer. */
+struct pending {
+	struct pending *next;
+	struct MHD_Connection *c;
+	uint64_t ticket;
+	bool done;
+	int result;
+	char *text;
+};
+
 struct control {
 	struct MHD_Daemon *d, *m;
 	struct control_opts o;
+	pthread_mutex_t lock; /* pending */
+	struct pending *pending;
 };
 
 static int64_t real_ms(void)
@@ -69,15 +84,20 @@ static int verdict_json(struct control *ct, struct json_buf *b, bool *healthy)
 	return e;
 }
 
+/* The table is copied to the heap: a static per-thread copy would sit in
+ * every thread's TLS, public ones included. */
 static int pollers_json(struct control *ct, struct json_buf *b)
 {
-	static __thread struct pollers_table t;
-	pollers_copy(ct->o.pollers, &t);
+	struct pollers_table *tp = malloc(sizeof(*tp));
+	if (!tp)
+		return -ENOMEM;
+	pollers_copy(ct->o.pollers, tp);
+	const struct pollers_table *t = tp;
 	int64_t since = real_ms() - POLLERS_RECENT_MS;
 	int e = json_buf_puts(b, "[");
 	bool first = true;
-	for (size_t i = 0; !e && i < t.n; i++) {
-		const struct poller *p = &t.v[i];
+	for (size_t i = 0; !e && i < t->n; i++) {
+		const struct poller *p = &t->v[i];
 		if (p->last_seen_ms < since)
 			continue;
 		char addr[64];
@@ -91,6 +111,7 @@ static int pollers_json(struct control *ct, struct json_buf *b)
 					(unsigned long long)p->last_seq);
 		first = false;
 	}
+	free(tp);
 	return e ? e : json_buf_puts(b, "]");
 }
 
@@ -118,10 +139,13 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 	struct json_buf b = { 0 };
 	struct json_buf ignored = { 0 };
 	bool healthy = false;
-	static __thread struct pollers_table t;
+	struct pollers_table *tp = malloc(sizeof(*tp));
+	if (!tp)
+		return reply(c, 500, "text/plain", "out of memory\n", 14);
+	const struct pollers_table *t = tp;
 	int e = verdict_json(ct, &ignored, &healthy);
 	json_buf_free(&ignored);
-	pollers_copy(ct->o.pollers, &t);
+	pollers_copy(ct->o.pollers, tp);
 	struct view *v = view_box_acquire(ct->o.view);
 	if (!e) e = view_prom_family(&b, "dstack_healthd_healthy", "gauge",
 				     "1 when the verdict served now is healthy");
@@ -129,25 +153,59 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 	if (!e) e = view_prom_family(&b, "dstack_healthd_pollers", "gauge",
 				     "addresses that asked for Health in the last 10 minutes");
 	if (!e) e = view_prom_sample(&b, "dstack_healthd_pollers", NULL,
-				     (double)pollers_table_recent(&t, real_ms() - POLLERS_RECENT_MS));
+				     (double)pollers_table_recent(t, real_ms() - POLLERS_RECENT_MS));
 	if (!e) e = view_prom_family(&b, "dstack_healthd_health_requests_total", "counter",
 				     "Health requests answered, by HTTP status (0: any other)");
 	for (size_t i = 0; !e && i < POLLERS_N_CODES; i++)
 		e = view_printf(&b, "dstack_healthd_health_requests_total{code=\"%u\"} %llu\n",
-				pollers_code(i), (unsigned long long)t.requests[i]);
+				pollers_code(i), (unsigned long long)t->requests[i]);
 	if (!e && v && v->metrics)
 		e = json_buf_put(&b, v->metrics, v->metrics_len);
 	view_unref(v);
+	free(tp);
 	return reply_buf(c, "text/plain; version=0.0.4; charset=utf-8", &b, e);
 }
 
-static enum MHD_Result reload(struct control *ct, struct MHD_Connection *c)
+static enum MHD_Result reload(struct control *ct, struct MHD_Connection *c, void **req_cls)
 {
-	char text[8192];
-	if (!ct->o.reload)
+	struct pending *p = *req_cls == ct ? NULL : *req_cls;
+	if (!ct->o.reload_ask)
 		return reply(c, 503, "text/plain", "reload is not available\n", 24);
-	int r = ct->o.reload(ct->o.reload_arg, text, sizeof(text));
-	return reply(c, r == 0 ? 200 : 409, "text/plain; charset=utf-8", text, strlen(text));
+	if (p) {
+		/* Resumed: the answer is in. */
+		const char *t = p->text ? p->text : "out of memory\n";
+		return reply(c, p->done && p->result == 0 ? 200 : 409, "text/plain; charset=utf-8", t,
+			     strlen(t));
+	}
+	if (!(p = calloc(1, sizeof(*p))))
+		return reply(c, 500, "text/plain", "out of memory\n", 14);
+	p->c = c;
+	*req_cls = p;
+	/* The ticket is taken under the lock that control_reload_done
+	 * takes: an answer that comes at once waits until p knows it. */
+	pthread_mutex_lock(&ct->lock);
+	p->next = ct->pending;
+	ct->pending = p;
+	MHD_suspend_connection(c);
+	p->ticket = ct->o.reload_ask(ct->o.reload_arg);
+	pthread_mutex_unlock(&ct->lock);
+	return MHD_YES;
+}
+
+void control_reload_done(struct control *ct, uint64_t upto, int result, const char *text)
+{
+	if (!ct)
+		return;
+	pthread_mutex_lock(&ct->lock);
+	for (struct pending *p = ct->pending; p; p = p->next) {
+		if (p->done || p->ticket == 0 || p->ticket > upto)
+			continue;
+		p->done = true;
+		p->result = result;
+		p->text = strdup(text);
+		MHD_resume_connection(p->c);
+	}
+	pthread_mutex_unlock(&ct->lock);
 }
 
 /* Root only, besides the socket's 0600: a mode is one chmod away from
@@ -184,7 +242,7 @@ static enum MHD_Result on_control(void *cls, struct MHD_Connection *c, const cha
 	if (get && strcmp(url, "/metrics") == 0)
 		return metrics(ct, c);
 	if (post && strcmp(url, "/reload") == 0)
-		return reload(ct, c);
+		return reload(ct, c, req_cls);
 	return reply(c, 404, "text/plain", "not found: GET /status, GET /metrics, POST /reload\n",
 		     51);
 }
@@ -207,14 +265,49 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *c, const cha
 	return reply(c, 404, "text/plain", "not found\n", 10);
 }
 
+/* A control request builds a few tens of KiB on a thread of its own, whose
+ * malloc arena would keep them: handed back once it is answered, so that
+ * looking at the agent does not raise its idle footprint. Rare (root, by
+ * hand or a scraper) and cheap. */
+static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	struct control *ct = cls;
+	struct pending *p = *req_cls && *req_cls != ct ? *req_cls : NULL;
+	if (p) {
+		pthread_mutex_lock(&ct->lock);
+		for (struct pending **pp = &ct->pending; *pp; pp = &(*pp)->next)
+			if (*pp == p) {
+				*pp = p->next;
+				break;
+			}
+		pthread_mutex_unlock(&ct->lock);
+		free(p->text);
+		free(p);
+		*req_cls = NULL;
+	}
+	malloc_trim(0);
+}
+
 void control_stop(struct control *ct)
 {
 	if (!ct)
 		return;
+	/* MHD must not be stopped with connections suspended. */
+	pthread_mutex_lock(&ct->lock);
+	for (struct pending *p = ct->pending; p; p = p->next)
+		if (!p->done) {
+			p->done = true;
+			p->result = -1;
+			p->text = strdup("the agent is stopping; nothing was reloaded\n");
+			MHD_resume_connection(p->c);
+		}
+	pthread_mutex_unlock(&ct->lock);
 	if (ct->d)
 		MHD_stop_daemon(ct->d);
 	if (ct->m)
 		MHD_stop_daemon(ct->m);
+	pthread_mutex_destroy(&ct->lock);
 	free(ct);
 }
 
@@ -229,21 +322,27 @@ int control_start(const struct control_opts *o, struct control **out, struct err
 		return errbuf_set(err, ENOMEM, "out of memory");
 	}
 	ct->o = *o;
-	/* A thread per connection: a reload holds its connection until the
-	 * main thread has applied it, and must not hold up a status. */
+	pthread_mutex_init(&ct->lock, NULL);
+	/* One thread: a reload waits suspended until the main thread has
+	 * applied or refused it, resumed from there (hence ITC). */
 	if (o->listen_fd >= 0)
-		ct->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+		ct->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+						 MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
 					 0, NULL, NULL, on_control, ct,
 					 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)o->listen_fd,
 					 MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONTROL_MAX_CONNECTIONS,
 					 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONTROL_CONNECTION_MEMORY,
+					 MHD_OPTION_NOTIFY_COMPLETED, on_done, ct,
 					 MHD_OPTION_END);
 	if (o->metrics_fd >= 0)
 		ct->m = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
 					 on_metrics, ct, MHD_OPTION_LISTEN_SOCKET,
 					 (MHD_socket)o->metrics_fd, MHD_OPTION_CONNECTION_LIMIT,
 					 (unsigned)CONTROL_MAX_CONNECTIONS,
-					 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+					 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONTROL_CONNECTION_MEMORY,
+					 MHD_OPTION_NOTIFY_COMPLETED, on_done, ct, MHD_OPTION_END);
 	if ((o->listen_fd >= 0 && !ct->d) || (o->metrics_fd >= 0 && !ct->m)) {
 		if (!ct->d && o->listen_fd >= 0)
 			close(o->listen_fd);
