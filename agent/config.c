@@ -100,7 +100,12 @@ void config_usage(FILE *f)
 		"  --once        run one refresh now, print the Health response as JSON and\n"
 		"                exit 0 if healthy, 1 if not, 2 on a usage or config error\n"
 		"  --version     print the version and exit\n"
-		"  -h, --help    print this help and exit\n",
+		"  -h, --help    print this help and exit\n"
+		"\nCommands, to a running agent over its control socket (as root):\n"
+		"  status [--json]  the operator's view: containers, last probes, pollers,\n"
+		"                   history; exit 0 healthy, 1 not, 3 agent not reachable\n"
+		"  reload           re-read the config and app-compose.json; prints what\n"
+		"                   changed or why it was refused; exit 0 applied, 1 refused\n",
 		CONFIG_DEFAULT_FILE);
 }
 
@@ -332,7 +337,7 @@ void config_free(struct config *c)
 		return;
 	free(c->config_file);
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
-		if (opts[i].type == OPT_STRING)
+		if (opts[i].type == OPT_STRING || opts[i].type == OPT_STRING_EMPTY)
 			free(*field_str(c, &opts[i]));
 	memset(c, 0, sizeof(*c));
 }
