@@ -282,10 +282,11 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 	    json_str_eq(j, json_get(j, labels, COMPOSE_ONEOFF_LABEL), "True"))
 		return 0;
 	int hs = json_get(j, json_get(j, it, "Health"), "Status");
-	/* Only a healthy one: the others are inspected, so that the operator's
-	 * view shows their last probe (the list carries no health log). */
+	/* Healthy, or no healthcheck at all: a probe that is failing or has not
+	 * passed yet is inspected, so that the operator's view shows its last
+	 * output (the list carries no health log). */
 	if (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
-	    json_str_eq(j, hs, "healthy"))
+	    (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, "")))
 		r = from_list(j, it, &id, hs, out);
 	else
 		r = ids_add(todo, id);
