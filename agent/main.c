@@ -207,6 +207,7 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	free_agent(a);
 	*a = n;
 	view->first_trigger = TRIGGER_RELOAD;
+	opview_publish_config(view, &a->cfg);
 	if (refresh_start(&a->cfg, &a->app, cache, view, rf, &err) < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
 		size_t l = strlen(text);
@@ -343,6 +344,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	}
 	static struct opview view;
 	opview_init(&view);
+	opview_publish_config(&view, &a->cfg);
 	struct rpc_server *srv = NULL;
 	struct control *ctl = NULL;
 	struct refresher *rf = NULL;
@@ -353,7 +355,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	};
 	struct control_opts co = {
 		.listen_fd = control_fd, .metrics_fd = metrics_fd, .cache = cache,
-		.view = &view.box, .pollers = &view.pollers, .reload_ask = ask_reload,
+		.view = &view.box, .config = &view.config, .pollers = &view.pollers,
+		.reload_ask = ask_reload,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {

@@ -24,6 +24,7 @@ void opview_init(struct opview *v)
 	/* Zeroed storage already (see opview.h): clearing it again would
 	 * touch every page of the tables for nothing. */
 	view_box_init(&v->box);
+	view_box_init(&v->config);
 	pollers_init(&v->pollers);
 	v->first_trigger = TRIGGER_START;
 }
@@ -31,6 +32,7 @@ void opview_init(struct opview *v)
 void opview_destroy(struct opview *v)
 {
 	view_box_destroy(&v->box);
+	view_box_destroy(&v->config);
 	pollers_destroy(&v->pollers);
 	free(v->since);
 	v->since = NULL;
@@ -305,8 +307,6 @@ static int status_json(struct opview *v, struct json_buf *b, const struct opview
 	if (!e) e = statusfile_json(b, r);
 	if (!e) e = json_buf_puts(b, ",\"refresh\":");
 	if (!e) e = refresh_json(v, b, r);
-	if (!e) e = json_buf_puts(b, ",\"config\":");
-	if (!e) e = config_json(r->cfg, b);
 	if (!e) e = json_buf_puts(b, ",\"history\":");
 	return e ? e : history_json(v, b);
 }
@@ -397,4 +397,15 @@ void opview_refreshed(struct opview *v, const struct opview_refresh *r)
 	memcpy(st, v->scratch[0].p, v->scratch[0].len + 1);
 	memcpy(m, v->scratch[1].p, v->scratch[1].len + 1);
 	view_box_publish(&v->box, nv);
+}
+
+void opview_publish_config(struct opview *v, const struct config *cfg)
+{
+	struct json_buf b = { 0 };
+	struct view *nv = config_json(cfg, &b) == 0 ? view_new(b.p, b.len, NULL, 0) : NULL;
+	if (!nv) {
+		json_buf_free(&b);
+		return;
+	}
+	view_box_publish(&v->config, nv);
 }

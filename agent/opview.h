@@ -39,6 +39,7 @@ struct opview_since {
  * own locks. */
 struct opview {
 	struct view_box box;
+	struct view_box config; /* published by the main thread */
 	struct pollers pollers;
 
 	struct opview_change history[OPVIEW_HISTORY];
@@ -82,5 +83,9 @@ struct opview_refresh {
 void opview_refreshed(struct opview *v, const struct opview_refresh *r);
 
 int64_t opview_now_ms(void);
+
+/* The main thread, at start and after each reload: publishes the
+ * configuration in force (config_json), so that /status shows it at once. */
+void opview_publish_config(struct opview *v, const struct config *cfg);
 
 #endif

@@ -127,6 +127,11 @@ static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 		e = json_buf_put(&b, v->status, v->status_len);
 	else if (!e)
 		e = json_buf_puts(&b, "\"refresh\":null");
+	struct view *cf = view_box_acquire(ct->o.config);
+	if (!e) e = json_buf_puts(&b, ",\"config\":");
+	if (!e) e = cf && cf->status ? json_buf_put(&b, cf->status, cf->status_len)
+			      : json_buf_puts(&b, "null");
+	view_unref(cf);
 	if (!e) e = json_buf_puts(&b, ",\"pollers\":");
 	if (!e) e = pollers_json(ct, &b);
 	if (!e) e = json_buf_puts(&b, "}\n");

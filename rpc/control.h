@@ -25,6 +25,7 @@ struct control_opts {
 	int metrics_fd; /* a TCP listener for /metrics alone, or -1; taken */
 	struct cache *cache;
 	struct view_box *view;
+	struct view_box *config; /* a view whose status is the config object */
 	struct pollers *pollers;
 	/* Asks for a reload and returns its ticket at once; the answer comes
 	 * through control_reload_done. NULL: reload is not offered. */

@@ -196,9 +196,14 @@ after=$(anon)
 is "$(stj 'len(d["pollers"])')" 256 "pollers: at most 256 kept"
 diag "RssAnon before $before kB, after $after kB"
 # The table is 256 fixed entries (16 KiB); the rest of the answer path
-# allocates nothing per address. (The idle figure is bench/run.sh's.)
-[ $((after - before)) -lt 64 ]
-ok $? "memory stays bounded: RssAnon grew $((after - before)) kB (< 64) for 1000 addresses"
+# allocates nothing per address. (The idle figure is bench/run.sh's.) The
+# sanitizer's allocator keeps memory of its own: judged in the release
+# build only.
+case "$HEALTHD_BIN" in
+*asan*) diag "sanitizer build: memory not judged" ;;
+*)	[ $((after - before)) -lt 64 ]
+	ok $? "memory stays bounded: RssAnon grew $((after - before)) kB (< 64) for 1000 addresses" ;;
+esac
 
 healthd_sanitizer_clean
 ok $? "no sanitizer report"
