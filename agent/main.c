@@ -89,7 +89,7 @@ static int run_once(const struct agent *a)
 	return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
-static void log_start(const struct agent *a, const char *listen_desc)
+static void log_start(const struct agent *a, const char *listen_desc, const char *local)
 {
 	char hash_field[96];
 	snprintf(hash_field, sizeof(hash_field), "HEALTHD_COMPOSE_HASH=%s", a->app.hash);
@@ -99,9 +99,9 @@ static void log_start(const struct agent *a, const char *listen_desc)
 			     : a->app.kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
 								     : "containers via Docker";
 	log_fields(LOG_INFO, fields,
-		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s",
+		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s%s",
 		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file, a->app.hash,
-		   source);
+		   source, local);
 }
 
 static void free_agent(struct agent *a)
@@ -258,13 +258,17 @@ static int open_control(const struct agent *a, int passed)
 	return fd;
 }
 
-static void log_local(int control_fd, int metrics_fd)
+/* Where the local listeners are, for the start line (one line: the unit's
+ * journal stays a line per event). */
+static void local_desc(int control_fd, int metrics_fd, char *buf, size_t n)
 {
 	char c[256] = "", m[256] = "";
-	if (control_fd >= 0 && rpc_listen_describe(control_fd, c, sizeof(c)) == 0)
-		log_msg(LOG_INFO, "control socket (status, metrics, reload) on %s", c);
-	if (metrics_fd >= 0 && rpc_listen_describe(metrics_fd, m, sizeof(m)) == 0)
-		log_msg(LOG_INFO, "metrics on http://%s/metrics", m);
+	if (control_fd >= 0 && rpc_listen_describe(control_fd, c, sizeof(c)) < 0)
+		c[0] = '\0';
+	if (metrics_fd >= 0 && rpc_listen_describe(metrics_fd, m, sizeof(m)) < 0)
+		m[0] = '\0';
+	snprintf(buf, n, "%s%s%s%s%s", c[0] ? "; control socket " : "; no control socket", c,
+		 m[0] ? "; metrics on http://" : "", m, m[0] ? "/metrics" : "");
 }
 
 static int open_metrics(const struct agent *a)
@@ -363,12 +367,13 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	char local[600] = "; no control socket";
 	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
 		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
 	else
-		log_local(control_fd, metrics_fd);
+		local_desc(control_fd, metrics_fd, local, sizeof(local));
 	rchan.ctl = ctl;
-	log_start(a, desc);
+	log_start(a, desc, local);
 	/* Before the refresh thread starts, so that READY's own STATUS= never
 	 * lands after, and hides, the first verdict's. */
 	notify_ready(a->app.health_check ? "started; health not determined yet"
