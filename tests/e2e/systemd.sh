@@ -182,7 +182,7 @@ ok $? "systemctl reload (dstack-healthd reload) succeeds"
 is "$(prop dstack-healthd.service SubState)" running "still running after the reload"
 
 # The operator's view: the control socket in RuntimeDirectory=, root only.
-is "$(in_c stat -c '%a %a' /run/dstack-healthd /run/dstack-healthd/control.sock)" "700 600" \
+is "$(in_c stat -c '%a' /run/dstack-healthd /run/dstack-healthd/control.sock | tr '\n' ' ')" "700 600 " \
 	"control socket: /run/dstack-healthd 0700, control.sock 0600"
 out=$(in_c dstack-healthd status --json); rc=$?
 is "$rc:$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["verdict"]["healthy"])' 2>&1)" \
