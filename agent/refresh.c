@@ -142,8 +142,10 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
 		.error = err->msg, .failures_in_row = rf->st.failures,
 		.published = &rf->st.current, .detail = d,
-		.watcher = rf->watcher,
 	};
+	pthread_mutex_lock(&rf->lock);
+	o.watcher = rf->watcher; /* set by refresh_start after this thread began */
+	pthread_mutex_unlock(&rf->lock);
 	rf->ran_once = true;
 	opview_refreshed(rf->view, &o);
 }
@@ -335,9 +337,12 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
 	/* nerdctl publishes no health events: it keeps the timer alone. */
-	if (source_is_docker(app) && watch_start(cfg, rf->cancel_fd, kick, rf, &rf->watcher,
-						 err) < 0)
+	struct watcher *w = NULL;
+	if (source_is_docker(app) && watch_start(cfg, rf->cancel_fd, kick, rf, &w, err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
+	pthread_mutex_lock(&rf->lock);
+	rf->watcher = w;
+	pthread_mutex_unlock(&rf->lock);
 	*out = rf;
 	return 0;
 }

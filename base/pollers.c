@@ -99,6 +99,7 @@ void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, in
 	poller_addr_from(sa, &a);
 	pthread_mutex_lock(&p->lock);
 	pollers_table_note(&p->t, &a, healthy, now_ms);
+	pollers_table_count(&p->t, 200);
 	pthread_mutex_unlock(&p->lock);
 }
 

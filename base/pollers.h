@@ -62,7 +62,8 @@ void pollers_table_count(struct pollers_table *t, unsigned code);
 /* Pure: how many were seen at or after since_ms. */
 size_t pollers_table_recent(const struct pollers_table *t, int64_t since_ms);
 
-/* The same under the lock (sa may be NULL: unknown). */
+/* The same under the lock, in one hold: a Health answer (200) to sa (NULL:
+ * unknown) is noted and counted. */
 void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, int64_t now_ms);
 void pollers_count(struct pollers *p, unsigned code);
 /* A copy of the whole table, taken under the lock. */
