@@ -235,9 +235,11 @@ static int open_control(const struct agent *a, int passed)
 		return passed;
 	if (!path || !*path)
 		return -1;
-	char dir[4096], spec[4200];
+	/* A unix socket's path fits in sun_path (108 bytes): rpc_listen
+	 * refuses a longer one. */
+	char dir[128], spec[136];
 	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
+	char *slash = strlen(path) < sizeof(dir) ? strrchr(dir, '/') : NULL;
 	if (slash && slash != dir) {
 		*slash = '\0';
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)

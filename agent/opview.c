@@ -379,24 +379,17 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 void opview_refreshed(struct opview *v, const struct opview_refresh *r)
 {
 	record(v, r);
-	/* Built in buffers kept from one refresh to the next, then copied at
-	 * their exact size: growing fresh ones each time, between the
+	/* Built in buffers kept from one refresh to the next, then copied out
+	 * of the heap (view_copy): growing fresh ones each time, between the
 	 * runtime's own buffers, left the refresh thread's heap ragged. */
 	v->scratch[0].len = v->scratch[1].len = 0;
 	int e = status_json(v, &v->scratch[0], r);
 	if (!e)
 		e = metrics_text(v, &v->scratch[1], r);
-	char *st = e ? NULL : malloc(v->scratch[0].len + 1);
-	char *m = e ? NULL : malloc(v->scratch[1].len + 1);
-	struct view *nv = st && m ? view_new(st, v->scratch[0].len, m, v->scratch[1].len) : NULL;
-	if (!nv) {
-		free(st);
-		free(m);
-		return;
-	}
-	memcpy(st, v->scratch[0].p, v->scratch[0].len + 1);
-	memcpy(m, v->scratch[1].p, v->scratch[1].len + 1);
-	view_box_publish(&v->box, nv);
+	struct view *nv = e ? NULL : view_copy(v->scratch[0].p, v->scratch[0].len,
+					       v->scratch[1].p, v->scratch[1].len);
+	if (nv)
+		view_box_publish(&v->box, nv);
 }
 
 void opview_publish_config(struct opview *v, const struct config *cfg)

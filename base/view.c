@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 struct view *view_new(char *status, size_t status_len, char *metrics, size_t metrics_len)
@@ -20,6 +21,24 @@ struct view *view_new(char *status, size_t status_len, char *metrics, size_t met
 	return v;
 }
 
+struct view *view_copy(const char *status, size_t status_len, const char *metrics,
+		       size_t metrics_len)
+{
+	size_t len = sizeof(struct view) + status_len + 1 + metrics_len + 1;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	struct view *v = p;
+	char *s = (char *)(v + 1), *m = s + status_len + 1;
+	memcpy(s, status ? status : "", status_len);
+	s[status_len] = '\0';
+	memcpy(m, metrics ? metrics : "", metrics_len);
+	m[metrics_len] = '\0';
+	*v = (struct view){ .status = s, .status_len = status_len, .metrics = m,
+			    .metrics_len = metrics_len, .refs = 1, .mapped = len };
+	return v;
+}
+
 struct view *view_ref(struct view *v)
 {
 	__atomic_add_fetch(&v->refs, 1, __ATOMIC_RELAXED);
@@ -30,6 +49,10 @@ void view_unref(struct view *v)
 {
 	if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
+	if (v->mapped) {
+		munmap(v, v->mapped);
+		return;
+	}
 	free(v->status);
 	free(v->metrics);
 	free(v);

@@ -25,11 +25,19 @@ struct view {
 	char *metrics;
 	size_t metrics_len;
 	unsigned refs; /* atomic */
+	size_t mapped; /* view_copy: the length of the mapping holding it all */
 };
 
 /* Takes ownership of both buffers (malloc'd; NULL is empty). NULL on ENOMEM,
  * the buffers then still the caller's. */
 struct view *view_new(char *status, size_t status_len, char *metrics, size_t metrics_len);
+/* A view holding copies of both texts in one private mapping of its own,
+ * outside malloc's heaps: a view lives from one refresh to the next, and
+ * among the refresh's short-lived allocations it would pin the heap's top
+ * (the refresh thread's arena grew by some 50 KiB that way). NULL on
+ * ENOMEM. */
+struct view *view_copy(const char *status, size_t status_len, const char *metrics,
+		       size_t metrics_len);
 struct view *view_ref(struct view *v);
 void view_unref(struct view *v);
 
