@@ -10,30 +10,58 @@ endif
 .DEFAULT_GOAL := all
 BUILD ?= build
 CC ?= cc
+PKG_CONFIG ?= pkg-config
+# protoc-c runs on the build machine (in a cross build too): the .c it
+# writes is the same for every target.
 PROTOC_C ?= protoc-c
 
-WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes \
-	-Wstrict-prototypes -Wno-unused-parameter
-HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+# What a distribution or an image build passes (CC, CFLAGS, CPPFLAGS,
+# LDFLAGS, LDLIBS, PKG_CONFIG) is added to after the project's own flags,
+# never replaced by them, so `make CFLAGS=-O1` keeps -std=c11 and the
+# hardening. Warnings are errors only when asked (WERROR=1, as `make test`
+# does): a newer compiler must not break a distribution's build.
+CFLAGS ?= -O2 -g
+WERROR ?= 0
+# -Wno-missing-field-initializers: `struct errbuf err = { "" }` is the house
+# idiom, and the error kind beside the message starts zeroed (C11 6.7.9).
+WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes \
+	-Wstrict-prototypes -Wno-unused-parameter -Wno-missing-field-initializers
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+# dpkg-buildflags and Yocto (in CC) set _FORTIFY_SOURCE themselves; defining
+# it twice with another value would warn.
+ifeq ($(findstring _FORTIFY_SOURCE,$(CC) $(CPPFLAGS) $(CFLAGS)),)
+HARDEN := -D_FORTIFY_SOURCE=2
+endif
+HARDEN += -fstack-protector-strong -fPIE
 ifeq ($(SAN),1)
-OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+SAN_FLAGS := -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 SANLD := -fsanitize=address,undefined
-else
-OPT := -O2 -g
-SANLD :=
 endif
 
-# Build dependencies, found once per build folder: build-aux/deps.sh installs
-# what is missing (as root on Debian) or names it, then we ask pkg-config.
-$(BUILD)/config.mk: build-aux/deps.sh
+# Build dependencies, asked of $(PKG_CONFIG) once per build folder (and again
+# when PKG_CONFIG or its search path changes). mbedtls ships no .pc file in
+# Debian 12. Nothing here installs anything: on a fresh machine, `make deps`.
+PKGS := libmicrohttpd libprotobuf-c libsystemd
+PKG_ID := $(PKG_CONFIG) $(PKG_CONFIG_PATH) $(PKG_CONFIG_LIBDIR) $(PKG_CONFIG_SYSROOT_DIR)
+$(BUILD)/pkg-config.id: FORCE
 	@mkdir -p $(BUILD)
-	@build-aux/deps.sh build
-	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags libmicrohttpd libprotobuf-c libsystemd)"; \
-	   echo "PKG_LIBS := $$(pkg-config --libs libmicrohttpd libprotobuf-c libsystemd) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread -lm"; \
+	@printf '%s\n' '$(PKG_ID)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(BUILD)/config.mk: $(BUILD)/pkg-config.id
+	@$(PKG_CONFIG) --exists $(PKGS) || { $(PKG_CONFIG) --print-errors --exists $(PKGS); \
+		echo "make: missing build dependencies; 'make deps' installs them (as root on Debian)" >&2; \
+		exit 1; }
+	@{ echo "PKG_CFLAGS := $$($(PKG_CONFIG) --cflags $(PKGS))"; \
+	   echo "PKG_LIBS := $$($(PKG_CONFIG) --libs $(PKGS)) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread -lm"; \
 	} > $@.tmp && mv $@.tmp $@
-ifeq ($(filter clean,$(MAKECMDGOALS)),)
--include $(BUILD)/config.mk
+# The targets a person runs on a fresh machine install the dependencies
+# first and build in a sub-make, so they must not need them yet.
+NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall
+ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
+include $(BUILD)/config.mk
 endif
 
 # jsmn's settings, once for every translation unit: strict mode (primitives
@@ -43,11 +71,13 @@ endif
 # of many containers). The second changes the layout of jsmntok_t, so no
 # file may set it on its own.
 JSMN_DEFS := -DJSMN_STRICT -DJSMN_PARENT_LINKS
-CPPFLAGS += -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
-	-DHEALTHD_VERSION='"$(VERSION)"'
-CFLAGS += -std=c11 $(OPT) $(WARN) $(HARDEN) -MMD -MP $(PKG_CFLAGS)
-LDFLAGS += -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
-LDLIBS += $(PKG_LIBS)
+HD_CPPFLAGS := -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
+	-DHEALTHD_VERSION='"$(VERSION)"' $(PKG_CFLAGS)
+HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) -MMD -MP
+HD_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
+COMPILE = $(CC) $(HD_CPPFLAGS) $(CPPFLAGS) $(HD_CFLAGS) $(CFLAGS)
+LINK = $(CC) $(HD_LDFLAGS) $(LDFLAGS)
+LIBS = $(PKG_LIBS) $(LDLIBS)
 
 PROTOS := $(wildcard rpc/*.proto)
 GEN_C := $(PROTOS:rpc/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -63,7 +93,7 @@ TEST_HELPERS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(wildcard
 all: $(BUILD)/dstack-healthd $(TEST_BINS) $(TEST_HELPERS)
 
 asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" all
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: rpc/%.proto $(BUILD)/config.mk
 	@mkdir -p $(BUILD)/gen
@@ -71,7 +101,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: rpc/%.proto $(BUILD)/config.mk
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(filter-out -Wmissing-prototypes,$(CFLAGS)) -c -o $@ $<
+	$(filter-out -Wmissing-prototypes,$(COMPILE)) -c -o $@ $<
 
 # The revision lives in a generated header that is rewritten only when it
 # changes, so that every object that shows it is rebuilt then, and no other
@@ -83,34 +113,37 @@ $(BUILD)/gen/rev.h: FORCE
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H) $(BUILD)/gen/rev.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(COMPILE) -c -o $@ $<
 
 $(BUILD)/libhealthd.a: $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(BUILD)/dstack-healthd: $(BUILD)/obj/agent/main.o $(BUILD)/libhealthd.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(LINK) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(LINK) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(LINK) -o $@ $^ $(LIBS)
 
 deps:
-	build-aux/deps.sh build test fuzz
+	build-aux/deps.sh build test fuzz cross
 
-# Everything, with the sanitizer build too; ends with "N passed, N failed".
+# Everything, with the sanitizer build too, warnings as errors in both; ends
+# with "N passed, N failed".
 test:
-	@build-aux/deps.sh build test fuzz
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory asan
+	@build-aux/deps.sh build test fuzz cross
+	@$(MAKE) --no-print-directory WERROR=1 all
+	@$(MAKE) --no-print-directory WERROR=1 asan
 	@tests/run build build-asan
 
-run: all
+run:
+	@build-aux/deps.sh build
+	@$(MAKE) --no-print-directory all
 	@build-aux/run-example.sh $(BUILD)/dstack-healthd
 
 clean:
@@ -126,7 +159,7 @@ SBINDIR ?= $(PREFIX)/sbin
 MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/dstack-healthd
 ifndef SYSTEMDUNITDIR
-SYSTEMDUNITDIR := $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null)
+SYSTEMDUNITDIR := $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null)
 ifeq ($(SYSTEMDUNITDIR),)
 SYSTEMDUNITDIR := /lib/systemd/system
 endif
@@ -146,7 +179,7 @@ install: $(BUILD)/dstack-healthd
 		mv $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} \
 			|| exit 1; \
 	done
-	$(INSTALL) -m 0644 doc/dstack-healthd.8 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
+	$(INSTALL) -m 0644 docs/dstack-healthd.8 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
 	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
 
 uninstall:
@@ -193,11 +226,11 @@ bench:
 
 $(BUILD)/bench/refresh_bench: bench/refresh_bench.c $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhealthd.a $(LDLIBS)
+	$(COMPILE) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libhealthd.a $(LIBS)
 
 $(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+	$(COMPILE) $(HD_LDFLAGS) $(LDFLAGS) -o $@ $<
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -223,7 +256,7 @@ FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 ifneq ($(BUILD),$(FUZZ_BUILD))
 $(FUZZ_BUILD)/libhealthd.a: FORCE
 	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) WARN="$(FUZZ_WARN)" \
-		OPT="-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
+		CFLAGS="-O1 -g" SAN_FLAGS="-fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
 endif
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a

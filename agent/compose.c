@@ -14,7 +14,8 @@
  *   judge that turns health_check on without a status file is refused:
  *   nothing could ever be judged (DESIGN.md §4).
  * - A known field given twice is an error: which one wins is not defined.
- * Messages name the field; compose_load prefixes the file. */
+ * Messages name the field; compose_load prefixes the file's name (never its
+ * path: they are served to anonymous callers). */
 #include "agent/compose.h"
 
 #include <errno.h>
@@ -257,13 +258,26 @@ int compose_load(const char *path, struct app_compose *out, struct errbuf *err)
 	size_t len = 0;
 
 	memset(out, 0, sizeof(*out));
-	int r = readfile(path, COMPOSE_MAX_BYTES, &buf, &len, err);
-	if (r < 0)
-		return r;
-	r = compose_parse(buf, len, out, err);
-	if (r < 0)
-		readfile_prefix_error(err, path);
-	return r;
+	/* Its errors are served: the file is named, its path is not. */
+	int r = readfile_named(path, COMPOSE_NAME, COMPOSE_MAX_BYTES, &buf, &len, err);
+	if (r >= 0 && (r = compose_parse(buf, len, out, err)) < 0)
+		errbuf_prefix(err, COMPOSE_NAME);
+	return errbuf_tag(err, ERR_KIND_COMPOSE, r);
+}
+
+bool manifest_try(struct manifest *m, const char *path)
+{
+	if (m->ok)
+		return true;
+	compose_free(&m->app);
+	m->ok = compose_load(path, &m->app, &m->err) == 0;
+	return m->ok;
+}
+
+void manifest_free(struct manifest *m)
+{
+	compose_free(&m->app);
+	memset(m, 0, sizeof(*m));
 }
 
 void compose_free(struct app_compose *c)

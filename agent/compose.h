@@ -8,6 +8,8 @@
 #include "base/err.h"
 
 #define COMPOSE_MAX_BYTES (4u << 20)
+/* How its errors name the file, whatever its path. */
+#define COMPOSE_NAME "app-compose.json"
 
 enum app_runner {
 	RUNNER_DOCKER_COMPOSE,
@@ -25,13 +27,27 @@ struct app_compose {
 	char hash[65];         /* SHA-256 of the file's bytes, lower-case hex */
 };
 
-/* Reads and validates path. Any failure is fatal before READY: err names the
- * file and the field ("app-compose.json: requirements.health_status_file: must
- * be an absolute path"). */
+/* Reads and validates path. On failure err (tagged ERR_KIND_COMPOSE) names
+ * the file, never its path, and the field ("app-compose.json:
+ * requirements.health_status_file: must be an absolute path"). */
 int compose_load(const char *path, struct app_compose *out, struct errbuf *err);
 /* Pure part: validates buf (the hash is computed here too). */
 int compose_parse(const char *buf, size_t len, struct app_compose *out,
 		  struct errbuf *err);
 void compose_free(struct app_compose *c);
+
+/* app-compose.json as the agent holds it. A problem with it does not stop the
+ * agent: it is served (healthy:false, err's public text) and the file is read
+ * again on every refresh until it is usable; then it is kept (it is measured
+ * and does not change during a boot) until a reload. */
+struct manifest {
+	struct app_compose app; /* valid when ok */
+	bool ok;
+	struct errbuf err; /* why not, when !ok */
+};
+
+/* Reads path into m unless m is usable already; true when it is. */
+bool manifest_try(struct manifest *m, const char *path);
+void manifest_free(struct manifest *m);
 
 #endif

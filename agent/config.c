@@ -35,6 +35,17 @@ static const struct opt_def opts[] = {
 	OPT("listen", OPT_STRING, listen, "ADDR",
 	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH\n"
 	    "(default 0.0.0.0:8090)"),
+	OPT("header-timeout", OPT_SECONDS, header_timeout_ms, "SECONDS",
+	    "a connection that has not sent a whole request this\n"
+	    "long after its accept or its previous request is\n"
+	    "closed (default 2)"),
+	OPT("control-socket", OPT_STRING_EMPTY, control_socket, "PATH",
+	    "the operator's local view (status, metrics, reload), a unix socket\n"
+	    "only root can use; empty disables it\n"
+	    "(default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
+	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
+	    "also serve /metrics alone on this TCP HOST:PORT, e.g.\n"
+	    "127.0.0.1:9464; never a public address (default: none)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
 	    "the app's app-compose.json\n(default /dstack/.host-shared/app-compose.json)"),
 	OPT("runtime-file", OPT_STRING, runtime_file, "FILE",
@@ -60,13 +71,6 @@ static const struct opt_def opts[] = {
 	    "containerd socket passed to nerdctl --address (default: nerdctl's own)"),
 	OPT("log-level", OPT_LOGLEVEL, log_priority, "LEVEL",
 	    "err, warning, notice, info or debug (default info)"),
-	OPT("control-socket", OPT_STRING_EMPTY, control_socket, "PATH",
-	    "the operator's local view (status, metrics, reload), a unix socket\n"
-	    "only root can use; empty disables it\n"
-	    "(default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
-	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
-	    "also serve /metrics alone on this TCP HOST:PORT, e.g.\n"
-	    "127.0.0.1:9464; never a public address (default: none)"),
 };
 #undef OPT
 
@@ -291,6 +295,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 
 	memset(c, 0, sizeof(*c));
 	c->interval_ms = 5000;
+	c->header_timeout_ms = 2000;
 	c->refresh_timeout_ms = 10000;
 	c->min_refresh_spacing_ms = 250;
 	c->log_priority = LOG_INFO;

@@ -20,6 +20,7 @@ enum { CONFIG_FROM_DEFAULT, CONFIG_FROM_FILE, CONFIG_FROM_ENV, CONFIG_FROM_FLAG,
 struct config {
 	char *config_file; /* the file read, or NULL */
 	char *listen;
+	int64_t header_timeout_ms; /* a whole request, from accept or the last one */
 	char *compose_file;
 	char *runtime_file;
 	int64_t interval_ms;

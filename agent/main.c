@@ -1,8 +1,10 @@
 /* dstack-healthd: answers "can this instance serve?" for the dstack gateway.
  *
- * main() reads as the table of contents: configuration and app-compose.json
- * are checked (any problem exits with status 2, naming the file and field);
- * then the listener is bound, the verdict cache created with the "not
+ * main() reads as the table of contents: the configuration is checked (any
+ * problem exits with status 2, naming the source and field) and
+ * app-compose.json is read (a problem with it is served as the verdict, not
+ * fatal: a health agent that is down explains nothing; --once exits 2 for
+ * it); then the listener is bound, the verdict cache created with the "not
  * determined yet" verdict, the pRPC thread and the refresh thread started, and
  * READY=1 sent. Past that point nothing from outside makes the agent exit: a
  * runtime error becomes a verdict. Signals are handled synchronously here. */
@@ -39,7 +41,7 @@
 
 struct agent {
 	struct config cfg;
-	struct app_compose app;
+	struct manifest m;
 };
 
 static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
@@ -48,10 +50,10 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	if (r < 0 || a->cfg.help || a->cfg.version)
 		return r;
 	log_set_max_priority(a->cfg.log_priority);
-	if ((r = compose_load(a->cfg.compose_file, &a->app, err)) < 0)
-		return r;
-	if (a->app.health_check && !a->app.health_status_file &&
-	    a->app.kind == RUNNER_DOCKER_COMPOSE) {
+	if (!manifest_try(&a->m, a->cfg.compose_file))
+		return 0;
+	const struct app_compose *app = &a->m.app;
+	if (app->health_check && !app->health_status_file && app->kind == RUNNER_DOCKER_COMPOSE) {
 		struct docker_opts o = { .host = a->cfg.docker_host,
 					 .tls_verify = a->cfg.docker_tls_verify,
 					 .cert_path = a->cfg.docker_cert_path,
@@ -62,18 +64,27 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	return 0;
 }
 
-/* --once: one refresh straight from the source, not through the cache. */
-static int run_once(const struct agent *a)
+/* --once: one refresh straight from the source, not through the cache. An
+ * unusable app-compose.json is exit status 2, as a bad configuration. */
+static int run_once(struct agent *a)
 {
 	struct verdict v;
 	struct errbuf err = { "" };
+	if (!a->m.ok) {
+		fprintf(stderr, "dstack-healthd: %s\n", a->m.err.msg);
+		return EXIT_CONFIG;
+	}
 	verdict_init(&v);
-	int r = source_refresh(&a->cfg, &a->app, clock_mono_ms() + a->cfg.refresh_timeout_ms,
+	int r = source_refresh(&a->cfg, &a->m, clock_mono_ms() + a->cfg.refresh_timeout_ms,
 			       -1, &v, &err);
 	if (r < 0) {
+		if (r == -ENOMEM)
+			errbuf_tag(&err, ERR_KIND_NOMEM, errbuf_set(&err, ENOMEM, "out of memory"));
+		/* The detail for the operator; the answer has the public text. */
+		log_msg(LOG_WARNING, "refresh failed: %s", err.msg);
 		verdict_free(&v);
 		verdict_init(&v);
-		if (verdict_set_error(&v, "%s", r == -ENOMEM ? "out of memory" : err.msg) < 0)
+		if (verdict_set_failure(&v, &err) < 0)
 			return EXIT_FAILURE;
 	}
 	verdict_sort(&v);
@@ -92,22 +103,32 @@ static int run_once(const struct agent *a)
 static void log_start(const struct agent *a, const char *listen_desc, const char *local)
 {
 	char hash_field[96];
-	snprintf(hash_field, sizeof(hash_field), "HEALTHD_COMPOSE_HASH=%s", a->app.hash);
-	const char *fields[] = { hash_field, NULL };
-	const char *source = !a->app.health_check	    ? "none (health_check is off)"
-			     : a->app.health_status_file ? "status file"
-			     : a->app.kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
-								     : "containers via Docker";
+	const struct app_compose *app = &a->m.app;
+	snprintf(hash_field, sizeof(hash_field), "HEALTHD_COMPOSE_HASH=%s", app->hash);
+	const char *fields[] = { a->m.ok ? hash_field : NULL, NULL };
+	const char *source = !a->m.ok ? "none until app-compose.json is usable"
+			     : !app->health_check ? "none (health_check is off)"
+			     : app->health_status_file ? "status file"
+			     : app->kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
+								   : "containers via Docker";
 	log_fields(LOG_INFO, fields,
 		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s%s",
-		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file, a->app.hash,
-		   source, local);
+		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file,
+		   a->m.ok ? app->hash : "-", source, local);
+}
+
+/* Once per load: the refresh loop reads the file again quietly. */
+static void log_manifest(const struct agent *a)
+{
+	if (!a->m.ok)
+		log_msg(LOG_WARNING, "%s (%s); serving healthy:false and reading it again on "
+				     "every refresh", a->m.err.msg, a->cfg.compose_file);
 }
 
 static void free_agent(struct agent *a)
 {
 	config_free(&a->cfg);
-	compose_free(&a->app);
+	manifest_free(&a->m);
 }
 
 static void log_changes(const struct agent *old, const struct agent *now)
@@ -138,12 +159,16 @@ static void log_changes(const struct agent *old, const struct agent *now)
 		log_msg(LOG_NOTICE, "reload: docker_tls_verify changed");
 	if (o->log_priority != n->log_priority)
 		log_msg(LOG_NOTICE, "reload: log_level changed");
+	if (o->header_timeout_ms != n->header_timeout_ms)
+		log_msg(LOG_WARNING, "reload: header_timeout changed to %.3g s; the listener "
+				     "keeps %.3g s until a restart",
+			(double)n->header_timeout_ms / 1000, (double)o->header_timeout_ms / 1000);
 	if (strcmp(o->listen, n->listen))
 		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
 				     "until a restart", n->listen);
-	if (strcmp(old->app.hash, now->app.hash))
+	if (old->m.ok && now->m.ok && strcmp(old->m.app.hash, now->m.app.hash))
 		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
-			old->app.hash, now->app.hash);
+			old->m.app.hash, now->m.app.hash);
 }
 
 /* `dstack-healthd reload` over the control socket: the control thread asks
@@ -170,7 +195,9 @@ static void reload_answer(uint64_t serving, int result, const char *text)
 }
 
 /* SIGHUP: re-reads the config and app-compose.json. A bad new config is
- * refused and the running one stays in force. */
+ * refused and the running one stays in force; an unusable app-compose.json
+ * is served, as at start. The same source keeps its refresh state (the
+ * failure count); a new one is "not determined yet" at once. */
 static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 		   struct opview *view, struct refresher **rf)
 {
@@ -191,31 +218,44 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	}
 	log_changes(a, &n);
 	int changed = config_diff(&a->cfg, &n.cfg, text, sizeof(text) - 300);
-	if (strcmp(a->app.hash, n.app.hash)) {
+	const char *oh = a->m.ok ? a->m.app.hash : "(not usable)";
+	const char *nh = n.m.ok ? n.m.app.hash : "(not usable)";
+	if (strcmp(oh, nh)) {
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof(text) - l, "app-compose.json sha256: %s \u2192 %s\n",
-			 a->app.hash, n.app.hash);
+			 oh, nh);
 		changed++;
 	}
+	if (!n.m.ok) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "%s; served as healthy:false until it is "
+			 "usable\n", n.m.err.msg);
+	}
 	if (strcmp(a->cfg.control_socket, n.cfg.control_socket) ||
-	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen)) {
+	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen) ||
+	    a->cfg.header_timeout_ms != n.cfg.header_timeout_ms) {
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
 	}
-	refresh_stop(*rf);
+	log_manifest(&n);
+	struct refresh_state st = { 0 };
+	bool same = *rf && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
+	refresh_stop(*rf, &st);
 	*rf = NULL;
 	free_agent(a);
 	*a = n;
 	view->first_trigger = TRIGGER_RELOAD;
 	opview_publish_config(view, &a->cfg);
-	if (refresh_start(&a->cfg, &a->app, cache, view, rf, &err) < 0) {
+	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, rf, &err);
+	refresh_state_free(&st);
+	if (r < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof(text) - l, "reload applied, but: %s\n", err.msg);
 		reload_answer(serving, -1, text);
 		return;
 	}
-	log_msg(LOG_NOTICE, "reloaded");
+	log_msg(LOG_NOTICE, "reloaded%s", same ? "" : "; health not determined yet");
 	if (!changed)
 		snprintf(text, sizeof(text), "reloaded; nothing changed\n");
 	else {
@@ -337,7 +377,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
 
 	struct verdict v;
-	if (source_initial_verdict(&a->app, &v) < 0)
+	if (source_initial_verdict(&a->m, &v) < 0)
 		return EXIT_FAILURE;
 	struct snapshot *s = rpc_snapshot_new(&v, clock_mono_ms());
 	verdict_free(&v);
@@ -357,6 +397,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
+		.header_timeout_ms = a->cfg.header_timeout_ms,
 		.pollers = &view.pollers,
 	};
 	struct control_opts co = {
@@ -376,11 +417,13 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		local_desc(control_fd, metrics_fd, local, sizeof(local));
 	rchan.ctl = ctl;
 	log_start(a, desc, local);
+	log_manifest(a);
 	/* Before the refresh thread starts, so that READY's own STATUS= never
 	 * lands after, and hides, the first verdict's. */
-	notify_ready(a->app.health_check ? "started; health not determined yet"
-					 : "healthy: health_check is off");
-	if (refresh_start(&a->cfg, &a->app, cache, &view, &rf, &err) < 0) {
+	notify_ready(!a->m.ok		    ? "unhealthy: app-compose.json cannot be used"
+		     : a->m.app.health_check ? "started; health not determined yet"
+					     : "healthy: health_check is off");
+	if (refresh_start(&a->cfg, &a->m, cache, NULL, &view, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
@@ -393,7 +436,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	notify_stopping();
 	rc = EXIT_SUCCESS;
 out:
-	refresh_stop(rf);
+	refresh_stop(rf, NULL);
 	rchan.ctl = NULL;
 	control_stop(ctl);
 	rpc_server_stop(srv);

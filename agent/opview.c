@@ -194,6 +194,11 @@ static int source_json(struct json_buf *b, const struct opview_refresh *r)
 	const struct app_compose *app = r->app;
 	const struct source_detail *d = r->detail;
 	int e;
+	if (r->manifest_error) {
+		e = json_buf_puts(b, "{\"kind\":\"unusable\",");
+		if (!e) e = put_str(b, "why", r->manifest_error);
+		return e ? e : json_buf_puts(b, "}");
+	}
 	if (!app->health_check)
 		return json_buf_puts(b, "{\"kind\":\"none\",\"why\":\"health_check is off\"}");
 	if (app->health_status_file) {
@@ -311,9 +316,10 @@ static int status_json(struct opview *v, struct json_buf *b, const struct opview
 	return e ? e : history_json(v, b);
 }
 
-static const char *source_name(const struct app_compose *app)
+static const char *source_name(const struct opview_refresh *r)
 {
-	return !app->health_check ? "none" : app->health_status_file ? "status_file"
+	const struct app_compose *app = r->app;
+	return r->manifest_error ? "unusable" : !app->health_check ? "none" : app->health_status_file ? "status_file"
 	       : app->kind == RUNNER_NERDCTL_COMPOSE ? "nerdctl" : "docker";
 }
 
@@ -347,7 +353,7 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 	watch_stats_get(r->watcher, &ws);
 	int e = view_prom_family(b, "dstack_healthd_info", "gauge", "the agent's version and source");
 	if (!e) e = view_printf(b, "dstack_healthd_info{version=\"%s\",source=\"%s\"} 1\n",
-				HEALTHD_VERSION, source_name(r->app));
+				HEALTHD_VERSION, source_name(r));
 	if (!e) e = containers_metrics(b, r);
 	if (!e) e = view_prom_histogram(b, "dstack_healthd_refresh_duration_seconds",
 					"how long refreshes took", bucket_bounds, v->buckets,

@@ -67,6 +67,8 @@ void opview_destroy(struct opview *v);
 struct opview_refresh {
 	const struct config *cfg;
 	const struct app_compose *app;
+	/* app-compose.json is not usable (app says nothing): why, in full. */
+	const char *manifest_error;
 	enum opview_trigger trigger;
 	int64_t start_ms, end_ms;   /* CLOCK_REALTIME */
 	int64_t duration_us;        /* measured on CLOCK_MONOTONIC */

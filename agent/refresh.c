@@ -18,7 +18,7 @@
 
 struct refresher {
 	const struct config *cfg;
-	const struct app_compose *app;
+	struct manifest *m;
 	struct cache *cache;
 	struct opview *view;
 	bool ran_once;
@@ -61,7 +61,7 @@ int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 	if (st->failures <= REFRESH_KEPT_FAILURES)
 		return verdict_copy(out, &st->current);
 	out->healthy = false;
-	return verdict_set_error(out, "%s", err->msg);
+	return verdict_set_failure(out, err);
 }
 
 static void log_transition(const struct refresher *rf, const struct verdict *old,
@@ -85,11 +85,14 @@ static void log_transition(const struct refresher *rf, const struct verdict *old
 	char reason[600], hash[96];
 	const char *colon = strchr(summary, ':');
 	snprintf(reason, sizeof(reason), "HEALTHD_REASON=%s", colon ? colon + 2 : "");
-	snprintf(hash, sizeof(hash), "HEALTHD_COMPOSE_HASH=%s", rf->app->hash);
+	snprintf(hash, sizeof(hash), "HEALTHD_COMPOSE_HASH=%s", rf->m->app.hash);
 	const char *fields[] = { now->healthy ? "HEALTHD_VERDICT=healthy"
 					      : "HEALTHD_VERDICT=unhealthy",
 				 hash, colon ? reason : NULL, NULL };
-	log_fields(now->healthy ? LOG_NOTICE : LOG_WARNING, fields, "verdict: %s", summary);
+	/* The journal also gets the detail the public error leaves out. */
+	bool detail = now->detail && strcmp(now->detail, now->error ? now->error : "") != 0;
+	log_fields(now->healthy ? LOG_NOTICE : LOG_WARNING, fields, "verdict: %s%s%s%s",
+		   summary, detail ? " (" : "", detail ? now->detail : "", detail ? ")" : "");
 	notify_status(summary);
 }
 
@@ -121,6 +124,42 @@ void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
 		s->timer = end + interval_ms;
 }
 
+/* Publishes a copy of v into the cache. */
+static void publish(struct refresher *rf, const struct verdict *v)
+{
+	struct verdict copy;
+	struct snapshot *s = NULL;
+	if (verdict_copy(&copy, v) == 0) {
+		s = rpc_snapshot_new(&copy, clock_mono_ms());
+		verdict_free(&copy);
+	}
+	if (!s) {
+		log_msg(LOG_ERR, "out of memory publishing a verdict");
+		return;
+	}
+	s->max_age_ms = refresh_max_age_ms(rf->cfg);
+	cache_publish(rf->cache, s);
+}
+
+static bool source_is_docker(const struct app_compose *app);
+static void kick(void *rf);
+
+/* app-compose.json became usable after it was not: what a start with it
+ * would have done. */
+static void manifest_usable(struct refresher *rf)
+{
+	struct errbuf err = { "" };
+	const struct app_compose *app = &rf->m->app;
+	log_msg(LOG_NOTICE, "%s is usable now, sha256 %s; health_check %s", COMPOSE_NAME,
+		app->hash, app->health_check ? "on" : "off");
+	struct watcher *w = NULL;
+	if (source_is_docker(app) && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
+		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
+	pthread_mutex_lock(&rf->lock);
+	rf->watcher = w;
+	pthread_mutex_unlock(&rf->lock);
+}
+
 /* Runs one refresh and publishes its verdict. Returns false when it was
  * not counted: cancelled, or an event's refresh that failed. */
 static int64_t mono_us(void)
@@ -136,7 +175,8 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 	if (!rf->view)
 		return;
 	struct opview_refresh o = {
-		.cfg = rf->cfg, .app = rf->app,
+		.cfg = rf->cfg, .app = &rf->m->app,
+		.manifest_error = rf->m->ok ? NULL : rf->m->err.msg,
 		.trigger = !rf->ran_once ? rf->view->first_trigger
 			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
 		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
@@ -152,14 +192,17 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 
 static bool refresh_one(struct refresher *rf, bool by_event)
 {
+	bool was_usable = rf->m->ok;
 	struct verdict v;
 	struct errbuf err = { "" };
 	struct source_detail detail;
 	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(&v);
-	int r = source_refresh_detail(rf->cfg, rf->app, deadline, rf->cancel_fd, &v,
+	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
 				      rf->view ? &detail : NULL, &err);
+	if (!was_usable && rf->m->ok)
+		manifest_usable(rf);
 	if (r == -ECANCELED) {
 		verdict_free(&v);
 		if (rf->view)
@@ -190,8 +233,9 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 		r = errbuf_set(&err, ETIMEDOUT, "refresh took %.1f s, longer than the %.1f s limit",
 			       (double)(end - start) / 1000,
 			       (double)rf->cfg->refresh_timeout_ms / 1000);
+		errbuf_tag(&err, ERR_KIND_RUNTIME_TIMEOUT, r);
 	} else if (r == -ENOMEM) {
-		errbuf_set(&err, ENOMEM, "out of memory");
+		errbuf_tag(&err, ERR_KIND_NOMEM, errbuf_set(&err, ENOMEM, "out of memory"));
 	}
 	/* The consecutive-failure rule counts the timer's refreshes: events
 	 * (a container dying as dockerd shuts down, say) must not use up the
@@ -209,21 +253,9 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	}
 	verdict_free(&v);
 	log_transition(rf, &rf->st.current, &out, old_failures);
-	struct verdict copy;
-	if (verdict_copy(&copy, &out) < 0) {
-		verdict_free(&out);
-		return true;
-	}
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
-	struct snapshot *s = rpc_snapshot_new(&copy, clock_mono_ms());
-	verdict_free(&copy);
-	if (!s) {
-		log_msg(LOG_ERR, "out of memory publishing a verdict");
-		return true;
-	}
-	s->max_age_ms = refresh_max_age_ms(rf->cfg);
-	cache_publish(rf->cache, s);
+	publish(rf, &rf->st.current);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
 	*errp = err;
@@ -289,16 +321,20 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-static void kick(void *rf);
-
 static bool source_is_docker(const struct app_compose *app)
 {
 	return app->health_check && !app->health_status_file &&
 	       app->kind == RUNNER_DOCKER_COMPOSE;
 }
 
-int refresh_start(const struct config *cfg, const struct app_compose *app,
-		  struct cache *cache, struct opview *view, struct refresher **out,
+void refresh_state_free(struct refresh_state *st)
+{
+	verdict_free(&st->current);
+	memset(st, 0, sizeof(*st));
+}
+
+int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
+		  struct refresh_state *keep, struct opview *view, struct refresher **out,
 		  struct errbuf *err)
 {
 	struct refresher *rf = calloc(1, sizeof(*rf));
@@ -306,11 +342,20 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->view = view;
 	rf->cfg = cfg;
-	rf->app = app;
+	rf->m = m;
 	rf->cache = cache;
 	rf->watchdog_ms = notify_watchdog_ms();
-	int r = source_initial_verdict(app, &rf->st.current);
+	int r = 0;
+	if (keep) {
+		rf->st = *keep;
+		verdict_init(&keep->current);
+	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
+		/* A new source (gating just turned on, say): what was said about
+		 * the old one must not stand until the first refresh ends. */
+		publish(rf, &rf->st.current);
+	}
 	if (r < 0) {
+		verdict_free(&rf->st.current);
 		free(rf);
 		return errbuf_set(err, ENOMEM, "out of memory");
 	}
@@ -327,6 +372,8 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 	pthread_cond_init(&rf->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&rf->lock, NULL);
+	/* Read before the loop runs: from then on it owns m. */
+	bool docker = m->ok && source_is_docker(&m->app);
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
 		pthread_cond_destroy(&rf->cond);
@@ -336,13 +383,17 @@ int refresh_start(const struct config *cfg, const struct app_compose *app,
 		free(rf);
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
-	/* nerdctl publishes no health events: it keeps the timer alone. */
+	/* nerdctl publishes no health events: it keeps the timer alone. The
+	 * loop thread only writes rf->watcher when the manifest was unusable
+	 * here; the view reads it from the loop thread, under the lock. */
 	struct watcher *w = NULL;
-	if (source_is_docker(app) && watch_start(cfg, rf->cancel_fd, kick, rf, &w, err) < 0)
+	if (docker && watch_start(cfg, rf->cancel_fd, kick, rf, &w, err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
-	pthread_mutex_lock(&rf->lock);
-	rf->watcher = w;
-	pthread_mutex_unlock(&rf->lock);
+	if (docker) {
+		pthread_mutex_lock(&rf->lock);
+		rf->watcher = w;
+		pthread_mutex_unlock(&rf->lock);
+	}
 	*out = rf;
 	return 0;
 }
@@ -360,7 +411,7 @@ void refresh_kick(struct refresher *rf)
 	pthread_mutex_unlock(&rf->lock);
 }
 
-void refresh_stop(struct refresher *rf)
+void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 {
 	if (!rf)
 		return;
@@ -378,6 +429,9 @@ void refresh_stop(struct refresher *rf)
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);
-	verdict_free(&rf->st.current);
+	if (keep)
+		*keep = rf->st;
+	else
+		refresh_state_free(&rf->st);
 	free(rf);
 }

@@ -30,11 +30,13 @@ struct refresh_state {
 	unsigned failures;       /* consecutive failed refreshes */
 	struct verdict current;  /* the verdict last published */
 	bool have_result;        /* a refresh has completed at least once */
-	char last_error[ERRBUF_SIZE];
+	char last_error[ERRBUF_SIZE]; /* in full, for the journal */
 };
 
 /* Pure: the verdict to publish after a refresh that returned r (with verdict v
- * on success, err on failure), updating the state. *out is initialised here.
+ * on success, err on failure), updating the state. A failure published says
+ * err's public text in error (never the message, which may quote the runtime
+ * or name paths) and keeps the message in detail. *out is initialised here.
  * -ENOMEM. */
 int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 		  const struct errbuf *err, struct verdict *out);
@@ -63,16 +65,24 @@ void refresh_sched_ran(struct refresh_sched *s, int64_t start, int64_t end,
 struct refresher;
 
 /* Starts the loop thread, and the events thread when the source is Docker
- * (health_check on, no status file, runner docker-compose). cfg, app and
- * cache must outlive them. The first refresh runs at once. */
+ * (health_check on, no status file, runner docker-compose). cfg, m and cache
+ * must outlive them; m belongs to the loop thread until refresh_stop (it reads
+ * an unusable app-compose.json again on every refresh). keep: the state of a
+ * refresher stopped by a reload that did not change the source (moved in,
+ * so the failure count goes on), or NULL: then the source's initial verdict
+ * ("not determined yet") is published at once. The first refresh runs at
+ * once. */
 struct opview;
 /* view (NULL for none) gets every refresh for the operator's view; its
  * first_trigger names the first refresh's cause. */
-int refresh_start(const struct config *cfg, const struct app_compose *app,
-		  struct cache *cache, struct opview *view, struct refresher **out,
+int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
+		  struct refresh_state *keep, struct opview *view, struct refresher **out,
 		  struct errbuf *err);
-/* Asks both threads to stop and joins them. NULL is fine. */
-void refresh_stop(struct refresher *r);
+/* Asks both threads to stop and joins them. NULL is fine. keep (may be NULL)
+ * receives the refresh state, for refresh_start; free it with
+ * refresh_state_free when it is not passed on. */
+void refresh_stop(struct refresher *r, struct refresh_state *keep);
+void refresh_state_free(struct refresh_state *st);
 /* Asks for a refresh now (coalesced with one already pending, and spaced
  * by min_refresh_spacing). Never blocks on a refresh in progress. */
 void refresh_kick(struct refresher *r);

@@ -11,9 +11,19 @@
 #include "runtime/runtimefile.h"
 #include "statusfile/statusfile.h"
 
-int source_initial_verdict(const struct app_compose *app, struct verdict *out)
+/* healthy:false, no entries, the manifest's error. */
+static int manifest_verdict(const struct manifest *m, struct verdict *out)
 {
+	out->healthy = false;
+	return verdict_set_failure(out, &m->err);
+}
+
+int source_initial_verdict(const struct manifest *m, struct verdict *out)
+{
+	const struct app_compose *app = &m->app;
 	verdict_init(out);
+	if (!m->ok)
+		return manifest_verdict(m, out);
 	/* Gating off: nothing to determine, so there is no boot window to
 	 * cover (spec: "An app that never set health_check ..."). */
 	if (!app->health_check) {
@@ -43,6 +53,9 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 					 .cancel_fd = cancel_fd };
 		r = docker_list(&o, ri->project, deadline, &l, err);
 	}
+	/* What the runtime clients leave untagged is their parsing of an
+	 * answer. */
+	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
 	if (r >= 0)
 		r = containers_judge(&l, out);
 	if (r >= 0 && d) {
@@ -54,11 +67,38 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	return r;
 }
 
-int source_refresh(const struct config *cfg, const struct app_compose *app,
-		   int64_t deadline, int cancel_fd, struct verdict *out,
-		   struct errbuf *err)
+static bool str_same(const char *a, const char *b)
 {
-	return source_refresh_detail(cfg, app, deadline, cancel_fd, out, NULL, err);
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+bool source_same(const struct config *a, const struct manifest *ma,
+		 const struct config *b, const struct manifest *mb)
+{
+	if (!ma->ok || !mb->ok)
+		return false;
+	const struct app_compose *x = &ma->app, *y = &mb->app;
+	if (x->health_check != y->health_check)
+		return false;
+	if (!x->health_check)
+		return true;
+	if (x->health_status_file || y->health_status_file)
+		return x->health_status_file && y->health_status_file &&
+		       strcmp(x->health_status_file, y->health_status_file) == 0;
+	if (x->kind != y->kind || !str_same(a->runtime_file, b->runtime_file))
+		return false;
+	if (x->kind == RUNNER_NERDCTL_COMPOSE)
+		return str_same(a->nerdctl, b->nerdctl) &&
+		       str_same(a->containerd_address, b->containerd_address);
+	return str_same(a->docker_host, b->docker_host) &&
+	       a->docker_tls_verify == b->docker_tls_verify &&
+	       str_same(a->docker_cert_path, b->docker_cert_path);
+}
+
+int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
+		   int cancel_fd, struct verdict *out, struct errbuf *err)
+{
+	return source_refresh_detail(cfg, m, deadline, cancel_fd, out, NULL, err);
 }
 
 void source_detail_free(struct source_detail *d)
@@ -67,24 +107,29 @@ void source_detail_free(struct source_detail *d)
 		container_list_free(&d->containers);
 }
 
-int source_refresh_detail(const struct config *cfg, const struct app_compose *app,
-			  int64_t deadline, int cancel_fd, struct verdict *out,
-			  struct source_detail *d, struct errbuf *err)
+int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct verdict *out, struct source_detail *d,
+			  struct errbuf *err)
 {
 	struct statusfile_info sfi;
 	if (d)
 		memset(d, 0, sizeof(*d));
+	if (!manifest_try(m, cfg->compose_file))
+		return manifest_verdict(m, out);
+	const struct app_compose *app = &m->app;
 	if (!app->health_check) {
 		out->healthy = true;
 		return 0;
 	}
 	if (app->health_status_file) {
+		/* Its one refusal is anything but a regular file. */
 		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi, err);
 		if (d) {
 			d->statusfile = sfi;
 			d->have_statusfile = true;
 		}
-		return r;
+		errbuf_tag(err, ERR_KIND_STATUSFILE_NOT_REGULAR, r == -EINVAL ? r : 0);
+		return errbuf_tag(err, ERR_KIND_STATUSFILE_UNREADABLE, r);
 	}
 	/* The runtime file is written when Compose starts, after the agent is
 	 * up: it is read afresh on every refresh. */

@@ -3,6 +3,7 @@
 #ifndef HEALTHD_SOURCE_H
 #define HEALTHD_SOURCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "agent/compose.h"
@@ -14,12 +15,14 @@
 
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime
- * unreachable, runtime file unreadable): err says what failed. deadline is
+ * unreachable, runtime file unreadable): err says what failed, and is tagged
+ * with the kind of failure (base/err.h) that callers are told. deadline is
  * CLOCK_MONOTONIC ms; when cancel_fd (-1 for none) becomes readable, a query
- * in progress gives up at once with -ECANCELED. */
-int source_refresh(const struct config *cfg, const struct app_compose *app,
-		   int64_t deadline, int cancel_fd, struct verdict *out,
-		   struct errbuf *err);
+ * in progress gives up at once with -ECANCELED. An app-compose.json that is
+ * not usable is read again first (manifest_try); while it stays unusable the
+ * verdict is healthy:false with its error. */
+int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
+		   int cancel_fd, struct verdict *out, struct errbuf *err);
 
 /* What a refresh saw, beyond the verdict, for the operator's view. */
 struct source_detail {
@@ -32,12 +35,18 @@ struct source_detail {
 };
 /* source_refresh, also filling d (zeroed first; free with
  * source_detail_free) when not NULL. */
-int source_refresh_detail(const struct config *cfg, const struct app_compose *app,
-			  int64_t deadline, int cancel_fd, struct verdict *out,
-			  struct source_detail *d, struct errbuf *err);
+int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct verdict *out, struct source_detail *d,
+			  struct errbuf *err);
 void source_detail_free(struct source_detail *d);
 
-/* The verdict served before the first refresh completes. -ENOMEM. */
-int source_initial_verdict(const struct app_compose *app, struct verdict *out);
+/* The verdict served before the first refresh completes (or, with an unusable
+ * app-compose.json, its error). -ENOMEM. */
+int source_initial_verdict(const struct manifest *m, struct verdict *out);
+
+/* True when a and b ask the same source the same way (both manifests usable):
+ * a reload between them keeps the refresh state (the failure count). */
+bool source_same(const struct config *a, const struct manifest *ma,
+		 const struct config *b, const struct manifest *mb);
 
 #endif

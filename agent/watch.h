@@ -26,7 +26,7 @@ struct watch_stats {
 	uint64_t reconnects; /* subscriptions after the first */
 	int64_t last_event_ms;
 	char last_event[200]; /* "container health_status: unhealthy", cut */
-	char last_error[256];
+	char last_error[ERRBUF_SIZE];
 };
 /* A copy taken under the watcher's lock; zeroed for NULL. */
 void watch_stats_get(struct watcher *w, struct watch_stats *out);

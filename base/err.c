@@ -7,6 +7,7 @@
 int errbuf_set(struct errbuf *e, int err, const char *fmt, ...)
 {
 	if (e) {
+		e->kind = ERR_KIND_NONE;
 		va_list ap;
 		va_start(ap, fmt);
 		int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
@@ -60,4 +61,43 @@ bool err_has_control(const char *s)
 		if ((unsigned char)*s < 0x20 || *s == 0x7f)
 			return true;
 	return false;
+}
+
+int errbuf_tag(struct errbuf *e, enum err_kind k, int r)
+{
+	if (r < 0 && e && e->kind == ERR_KIND_NONE)
+		e->kind = k;
+	return r;
+}
+
+/* Served to anonymous callers: the agent's own words only. */
+static const char *const kind_text[ERR_KIND_COUNT] = {
+	[ERR_KIND_NONE] = "the health source could not be read",
+	[ERR_KIND_NOMEM] = "the agent ran out of memory",
+	[ERR_KIND_COMPOSE] = "app-compose.json cannot be used",
+	[ERR_KIND_RUNTIME_FILE_UNREADABLE] = "app-compose-runtime.json cannot be read",
+	[ERR_KIND_RUNTIME_FILE_INVALID] = "app-compose-runtime.json is not valid",
+	[ERR_KIND_RUNTIME_UNREACHABLE] = "cannot reach the container runtime",
+	[ERR_KIND_RUNTIME_STATUS] = "the container runtime answered with an error status",
+	[ERR_KIND_RUNTIME_ANSWER] = "the container runtime's answer could not be read",
+	[ERR_KIND_RUNTIME_TIMEOUT] =
+		"the container runtime took longer than the refresh timeout",
+	[ERR_KIND_RUNTIME_TOO_OLD] =
+		"the container runtime is too old (Docker API before 1.24)",
+	[ERR_KIND_STATUSFILE_NOT_REGULAR] = "the status file cannot be read: not a regular file",
+	[ERR_KIND_STATUSFILE_UNREADABLE] = "the status file cannot be read",
+};
+
+const char *err_kind_text(enum err_kind k)
+{
+	if ((unsigned)k >= ERR_KIND_COUNT || !kind_text[k])
+		return kind_text[ERR_KIND_NONE];
+	return kind_text[k];
+}
+
+const char *errbuf_public(const struct errbuf *e)
+{
+	if (e->kind == ERR_KIND_COMPOSE && e->msg[0])
+		return e->msg;
+	return err_kind_text(e->kind);
 }

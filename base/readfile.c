@@ -54,6 +54,12 @@ int readfile(const char *path, size_t max, char **out, size_t *len, struct errbu
 {
 	char shown[READFILE_SHOWN_BYTES + 1];
 	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	return readfile_named(path, shown, max, out, len, err);
+}
+
+int readfile_named(const char *path, const char *shown, size_t max, char **out, size_t *len,
+		   struct errbuf *err)
+{
 	int r = read_all(path, max, out, len);
 	switch (r) {
 	case 0:

@@ -15,6 +15,10 @@
  * not exist", -EINVAL "is not a regular file", -EFBIG "larger than N bytes",
  * or another errno "cannot be read: ...". */
 int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err);
+/* The same, with err naming the file `name` instead of its path: for a file
+ * whose errors are shown to anonymous callers. */
+int readfile_named(const char *path, const char *name, size_t max, char **out, size_t *len,
+		   struct errbuf *err);
 
 /* Prefixes err with path, cleaned and cut as readfile() shows it: for the
  * parse errors of a file readfile() read. */

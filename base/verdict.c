@@ -29,6 +29,7 @@ void verdict_free(struct verdict *v)
 	}
 	free(v->entries);
 	free(v->error);
+	free(v->detail);
 	verdict_init(v);
 }
 
@@ -76,6 +77,21 @@ int verdict_set_error(struct verdict *v, const char *fmt, ...)
 	return 0;
 }
 
+int verdict_set_failure(struct verdict *v, const struct errbuf *e)
+{
+	char *pub = strdup(errbuf_public(e)), *detail = strdup(e->msg);
+	if (!pub || !detail) {
+		free(pub);
+		free(detail);
+		return -ENOMEM;
+	}
+	free(v->error);
+	free(v->detail);
+	v->error = pub;
+	v->detail = detail;
+	return 0;
+}
+
 static int entry_cmp(const void *a, const void *b)
 {
 	const struct health_entry *x = a, *y = b;
@@ -98,6 +114,8 @@ int verdict_copy(struct verdict *dst, const struct verdict *src)
 			      strdup(src->entries[i].status)) < 0)
 			goto nomem;
 	if (src->error && !(dst->error = strdup(src->error)))
+		goto nomem;
+	if (src->detail && !(dst->detail = strdup(src->detail)))
 		goto nomem;
 	return 0;
 nomem:

@@ -32,11 +32,11 @@ static int cmp(const void *a, const void *b)
 }
 
 __attribute__((noinline)) int bench_refresh(const struct config *cfg,
-					    const struct app_compose *app, struct verdict *v,
+					    struct manifest *app, struct verdict *v,
 					    struct errbuf *err);
 
 __attribute__((noinline)) int bench_refresh(const struct config *cfg,
-					    const struct app_compose *app, struct verdict *v,
+					    struct manifest *app, struct verdict *v,
 					    struct errbuf *err)
 {
 	verdict_init(v);
@@ -70,11 +70,14 @@ int main(int argc, char **argv)
 	int k = atoi(argv[1]);
 	argv[1] = argv[0];
 	struct config cfg;
-	struct app_compose app;
+	struct manifest app = { 0 };
 	struct errbuf err = { "" };
-	if (config_load(argc - 1, argv + 1, &cfg, &err) < 0 ||
-	    compose_load(cfg.compose_file, &app, &err) < 0) {
+	if (config_load(argc - 1, argv + 1, &cfg, &err) < 0) {
 		fprintf(stderr, "refresh_bench: %s\n", err.msg);
+		return 2;
+	}
+	if (!manifest_try(&app, cfg.compose_file)) {
+		fprintf(stderr, "refresh_bench: %s\n", app.err.msg);
 		return 2;
 	}
 	int64_t *cpu = calloc((size_t)k, sizeof(*cpu)), *wall = calloc((size_t)k, sizeof(*wall));
@@ -99,6 +102,6 @@ int main(int argc, char **argv)
 	free(cpu);
 	free(wall);
 	config_free(&cfg);
-	compose_free(&app);
+	manifest_free(&app);
 	return failed ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [fuzz] [bench]
+#   build-aux/deps.sh build [test] [fuzz] [bench] [cross]
+# Only the targets a person runs on a fresh machine call it (make deps, test,
+# bench, run, fuzz); plain `make` and the package build never do.
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
@@ -14,17 +16,31 @@ pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd valgrind"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"
+# The arm64 cross build (tests/e2e/cross.sh), as a Yocto build drives the
+# Makefile: Debian's cross compiler and the arm64 -dev packages (multiarch);
+# pkgconf:arm64 brings aarch64-linux-gnu-pkg-config, and protoc-c runs on the
+# host. libjsmn-dev is Architecture: all.
+cross_arch=arm64
+pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils pkgconf:arm64 protobuf-c-compiler libjsmn-dev libmicrohttpd-dev:arm64 libprotobuf-c-dev:arm64 libsystemd-dev:arm64 libmbedtls-dev:arm64"
 
 want=""
+foreign=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
+	cross) want="$want $pkgs_cross"; foreign=$cross_arch ;;
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
+
+# Packages of another architecture are known to apt only once dpkg has it.
+add_arch=""
+if [ -n "$foreign" ] && ! dpkg --print-foreign-architectures | grep -qx "$foreign"; then
+	add_arch=$foreign
+fi
 
 missing=""
 for p in $want; do
@@ -36,9 +52,14 @@ done
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 	echo "deps.sh: installing:$missing" >&2
-	# One update per machine is enough; a failed install after a stale list
-	# gets a fresh one.
-	if [ ! -e /var/lib/apt/lists/lock ] || ! ls /var/lib/apt/lists/*Packages >/dev/null 2>&1; then
+	# One update per machine is enough (and one after adding an
+	# architecture, whose lists apt does not have yet); a failed install
+	# after a stale list gets a fresh one.
+	if [ -n "$add_arch" ]; then
+		echo "deps.sh: adding the $add_arch architecture" >&2
+		dpkg --add-architecture "$add_arch"
+		apt-get update -qq >&2
+	elif [ ! -e /var/lib/apt/lists/lock ] || ! ls /var/lib/apt/lists/*Packages >/dev/null 2>&1; then
 		apt-get update -qq >&2
 	fi
 	# shellcheck disable=SC2086
@@ -49,5 +70,6 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 	exit 0
 fi
 echo "deps.sh: missing Debian packages:$missing" >&2
+[ -z "$add_arch" ] || echo "deps.sh: first: dpkg --add-architecture $add_arch && apt-get update" >&2
 echo "deps.sh: install them with: apt-get install$missing" >&2
 exit 1

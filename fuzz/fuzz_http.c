@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "fuzz/fuzz.h"
-#include "runtime/http.h"
+#include "runtime/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

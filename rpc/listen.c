@@ -64,7 +64,7 @@ static int parse_inet(const char *spec, union sockaddr_any *a, socklen_t *alen, 
 		host[colon - spec] = '\0';
 		port = colon + 1;
 	}
-	uint16_t p;
+	uint16_t p = 0; /* set by parse_port; aarch64 gcc 12 cannot tell */
 	int r = parse_port(spec, port, &p, err);
 	if (r < 0)
 		return r;
@@ -154,7 +154,7 @@ int rpc_listen(const char *spec, int *fd, struct errbuf *err)
 				  strerror(errno));
 	if (bind(s, &a.sa, alen) < 0)
 		return errbuf_set(err, errno, "listen address '%s': bind: %s", spec, strerror(errno));
-	if (listen(s, SOMAXCONN) < 0)
+	if (listen(s, RPC_LISTEN_BACKLOG) < 0)
 		return errbuf_set(err, errno, "listen address '%s': listen: %s", spec, strerror(errno));
 	*fd = TAKE_FD(s);
 	return 0;

@@ -1,19 +1,17 @@
 #include "rpc/server.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
-#include "base/cleanup.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
+#include "rpc/gate.h"
 #include "rpc/prpc.h"
 
 /* Room for a body in a request context before it moves to the heap: the
@@ -43,7 +41,7 @@ struct fixed {
 };
 
 struct rpc_server {
-	struct MHD_Daemon *d;
+	struct gate *gate;
 	struct cache *cache;
 	struct pollers *pollers;
 	struct fixed fx;
@@ -320,29 +318,6 @@ static int fixed_build(struct fixed *fx)
 	return 0;
 }
 
-/* Connections MHD may hold: RPC_MAX_CONNECTIONS if the soft fd limit can be
- * raised to fit them (systemd leaves it at 1024 and expects a program that
- * needs more, and polls with epoll, to raise it), else what fits. Past the
- * fd limit accept() fails and MHD stops listening, the gateway included. */
-static unsigned connection_budget(void)
-{
-	const rlim_t spare = 64; /* the agent's own fds, nerdctl's pipes */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return RPC_MAX_CONNECTIONS;
-	rlim_t want = RPC_MAX_CONNECTIONS + spare;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-		struct rlimit up = { .rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ?
-							 want : rl.rlim_max,
-				     .rlim_max = rl.rlim_max };
-		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-			rl.rlim_cur = up.rlim_cur;
-	}
-	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
-		return RPC_MAX_CONNECTIONS;
-	return rl.rlim_cur > 2 * spare ? (unsigned)(rl.rlim_cur - spare) : (unsigned)(rl.rlim_cur / 2);
-}
-
 static void server_free(struct rpc_server *s)
 {
 	fixed_free(&s->fx);
@@ -357,37 +332,33 @@ static void server_free(struct rpc_server *s)
 int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		     struct errbuf *err)
 {
-	/* MHD does not document whether it closes a listener it refuses, so it
-	 * gets a duplicate: ours is closed on every path, exactly once. */
-	_cleanup_close_ int lfd = o->listen_fd;
-	int mhd_fd = fcntl(lfd, F_DUPFD_CLOEXEC, 3);
-	if (mhd_fd < 0)
-		return errbuf_set(err, errno, "pRPC server: duplicating the listener: %s",
-				  strerror(errno));
 	struct rpc_server *s = calloc(1, sizeof(*s));
 	if (!s || fixed_build(&s->fx) < 0) {
 		free(s);
-		close(mhd_fd);
+		close(o->listen_fd);
 		return errbuf_set(err, ENOMEM, "pRPC server: out of memory");
 	}
 	s->cache = o->cache;
 	s->pollers = o->pollers;
-	/* One internal thread on epoll: requests only queue ready responses,
-	 * so a thread per connection would buy nothing but memory. */
-	s->d = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC, 0, NULL, NULL,
-		on_request, s,
-		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)mhd_fd,
-		MHD_OPTION_CONNECTION_LIMIT, connection_budget(),
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)RPC_MAX_CONNECTIONS_PER_IP,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)RPC_CONNECTION_MEMORY,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RPC_IDLE_TIMEOUT_S,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-		MHD_OPTION_END);
-	if (!s->d) {
-		int e = errno ? errno : EINVAL;
+	/* One thread (the gate's): requests only queue ready responses, so a
+	 * thread per connection would buy nothing but memory. */
+	struct gate_opts go = {
+		.listen_fd = o->listen_fd,
+		.slots = RPC_MAX_CONNECTIONS,
+		.head_timeout_ms = o->header_timeout_ms > 0 ? o->header_timeout_ms
+							    : RPC_HEADER_TIMEOUT_MS,
+		.conn_memory = RPC_CONNECTION_MEMORY,
+		.idle_timeout_s = RPC_IDLE_TIMEOUT_S,
+		.handler = on_request,
+		.handler_cls = s,
+		.completed = on_completed,
+		.completed_cls = s,
+	};
+	int r = gate_start(&go, &s->gate, err);
+	if (r < 0) {
 		server_free(s);
-		return errbuf_set(err, e, "pRPC server: libmicrohttpd would not start on the listener");
+		errbuf_prefix(err, "pRPC server");
+		return r;
 	}
 	*out = s;
 	return 0;
@@ -398,6 +369,6 @@ void rpc_server_stop(struct rpc_server *s)
 	if (!s)
 		return;
 	/* Joins the thread, closes the listener and every connection. */
-	MHD_stop_daemon(s->d);
+	gate_stop(s->gate);
 	server_free(s);
 }

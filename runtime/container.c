@@ -35,6 +35,7 @@ void container_free(struct container *c)
 	free(c->health);
 	free(c->probe_output);
 	free(c->service);
+	free(c->project);
 	memset(c, 0, sizeof(*c));
 }
 

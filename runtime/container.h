@@ -27,6 +27,9 @@ struct container {
 	int64_t started_at_ns;    /* State.StartedAt */
 	int64_t health_log_end_ns; /* End of the newest State.Health.Log entry */
 	bool oneoff;               /* com.docker.compose.oneoff=True */
+	/* com.docker.compose.project as inspect printed it (NULL when absent);
+	 * nerdctl's list checks it again, in case --filter was ignored. */
+	char *project;
 	/* Config.Healthcheck.Test names a probe (not ["NONE"]): the runtime was
 	 * told to check this container even if no check has run yet (Docker
 	 * sets State.Health only once a container starts; nerdctl only after

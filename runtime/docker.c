@@ -73,18 +73,18 @@ static int get(struct api *a, const char *shown, const char *target, struct http
 	int r = http_connect(&a->ep, a->deadline, &c, a->err);
 	if (r == -ETIMEDOUT) {
 		snprintf(what, sizeof(what), "cannot connect to %s", a->ep.url);
-		return timed_out(a, what);
+		return errbuf_tag(a->err, ERR_KIND_RUNTIME_TIMEOUT, timed_out(a, what));
 	}
 	if (r < 0)
-		return r;
+		return errbuf_tag(a->err, ERR_KIND_RUNTIME_UNREACHABLE, r);
 	r = http_get(c, target, a->deadline, DOCKER_MAX_BODY, resp, a->err);
 	http_close(c);
 	snprintf(what, sizeof(what), "GET %s", shown);
 	if (r == -ETIMEDOUT)
-		return timed_out(a, what);
+		return errbuf_tag(a->err, ERR_KIND_RUNTIME_TIMEOUT, timed_out(a, what));
 	if (r < 0)
 		errbuf_prefix(a->err, "%s", what);
-	return r;
+	return errbuf_tag(a->err, ERR_KIND_RUNTIME_ANSWER, r);
 }
 
 /* What the daemon said: {"message": ...}, or the first line of a plain
@@ -120,8 +120,9 @@ int docker_status_error(const char *shown, const struct http_response *resp,
 {
 	char msg[256];
 	daemon_message(resp, msg, sizeof(msg));
-	return errbuf_set(err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
-			  msg[0] ? ": " : "", msg);
+	return errbuf_tag(err, ERR_KIND_RUNTIME_STATUS,
+			  errbuf_set(err, EPROTO, "GET %s: HTTP %d%s%s", shown, resp->status,
+				     msg[0] ? ": " : "", msg));
 }
 
 static int status_error(struct api *a, const char *shown, const struct http_response *resp)
@@ -146,9 +147,10 @@ static int ping(struct api *a)
 		a->version = theirs;
 	http_response_free(&resp);
 	if (r == 0 && a->version < 124)
-		r = errbuf_set(a->err, ENOTSUP,
-			       "Docker API %d.%d is older than 1.24, the first with health checks",
-			       a->version / 100, a->version % 100);
+		r = errbuf_tag(a->err, ERR_KIND_RUNTIME_TOO_OLD,
+			       errbuf_set(a->err, ENOTSUP, "Docker API %d.%d is older than "
+					  "1.24, the first with health checks",
+					  a->version / 100, a->version % 100));
 	return r;
 }
 
@@ -399,7 +401,10 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
 	struct docker_ids todo = { 0 };
 	size_t n0 = out->n;
-	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err);
+	/* Checked at start when the source is Docker; an app-compose.json
+	 * that became usable later is the way here. */
+	int r = errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+			   http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err));
 	a.ep.cancel_fd = o->cancel_fd;
 	if (r == 0)
 		r = ping(&a);

@@ -29,7 +29,7 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
 /* Lists the containers labelled com.docker.compose.project=project (all
  * states), with their health, into out. deadline is CLOCK_MONOTONIC ms.
  * A failure to reach or understand the daemon is an error (err says what
- * failed); containers that vanish between list and inspect are skipped. */
+ * failed, tagged with its kind, base/err.h, except a parse error); containers that vanish between list and inspect are skipped. */
 int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
 		struct container_list *out, struct errbuf *err);
 
@@ -40,7 +40,8 @@ struct http_response;
  * as major * 100 + minor. Shared with the events stream. */
 int docker_ping(const struct http_endpoint *ep, int64_t deadline, int *version,
 		struct errbuf *err);
-/* "GET shown: HTTP 500: <the daemon's message, cleaned and cut>". */
+/* "GET shown: HTTP 500: <the daemon's message, cleaned and cut>", tagged
+ * ERR_KIND_RUNTIME_STATUS. */
 int docker_status_error(const char *shown, const struct http_response *resp,
 			struct errbuf *err);
 

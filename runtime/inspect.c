@@ -200,7 +200,8 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
 	if (json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	return 0;
+	return opt_string(j, labels, COMPOSE_PROJECT_LABEL,
+			  "Config.Labels[" COMPOSE_PROJECT_LABEL "]", &c->project, err);
 }
 
 static int parse_names(const struct json *j, int obj, struct container *c,

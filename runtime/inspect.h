@@ -9,7 +9,7 @@
 
 /* Fills c from the inspect object at token obj: Id, Name (leading '/'
  * dropped), State.{Status,Running,Paused,StartedAt}, State.Health.{Status,
- * Log[-1].End}, Config.Labels[com.docker.compose.oneoff]. -EINVAL with err
+ * Log[-1].End}, Config.Labels[com.docker.compose.{oneoff,project}]. -EINVAL with err
  * naming the field when the shape is wrong; -ENOMEM. */
 int inspect_parse_object(const struct json *j, int obj, struct container *c,
 			 struct errbuf *err);

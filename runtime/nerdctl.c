@@ -21,7 +21,7 @@ extern char **environ;
 
 /* Global flags first, then the subcommand and its arguments. */
 #define NERDCTL_MAX_GLOBAL_ARGS 7
-#define STDERR_KEEP 512
+#define STDERR_KEEP NERDCTL_STDERR_KEEP
 
 /* One finished child: its stdout, the start of its stderr, how it ended. */
 struct proc {
@@ -33,13 +33,6 @@ struct proc {
 	size_t errlen;
 	int status;
 };
-
-static void proc_free(struct proc *p)
-{
-	free(p->out);
-	p->out = NULL;
-	p->len = p->cap = 0;
-}
 
 /* Reads what is available on fd (non-blocking), at most 1 MiB per call so
  * that a child flooding stderr cannot keep us past the deadline. 1 at EOF,
@@ -238,16 +231,20 @@ static int run(const char *path, char *const argv[], int64_t deadline, struct pr
 				? deadline : now + NERDCTL_PROCESS_TIMEOUT_MS;
 	int timeout_ms = until > now ? (int)(until - now) : 0;
 	if (timeout_ms == 0)
-		return errbuf_set(err, ETIMEDOUT,
-				  "nerdctl %s: the refresh deadline passed before it could run",
-				  p->what);
+		return errbuf_tag(err, ERR_KIND_RUNTIME_TIMEOUT,
+				  errbuf_set(err, ETIMEDOUT, "nerdctl %s: the refresh deadline "
+					     "passed before it could run", p->what));
 	if (pipe2(out, O_CLOEXEC) < 0)
-		return errbuf_set(err, errno, "nerdctl %s: pipe: %s", p->what, strerror(errno));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, errno, "nerdctl %s: pipe: %s", p->what,
+					     strerror(errno)));
 	if (pipe2(errp, O_CLOEXEC) < 0) {
 		int e = errno;
 		close(out[0]);
 		close(out[1]);
-		return errbuf_set(err, e, "nerdctl %s: pipe: %s", p->what, strerror(e));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, e, "nerdctl %s: pipe: %s", p->what,
+					     strerror(e)));
 	}
 	_cleanup_close_ int outr = out[0], errr = errp[0];
 	/* Only our ends: O_NONBLOCK on the child's would make its writes fail
@@ -261,14 +258,18 @@ static int run(const char *path, char *const argv[], int64_t deadline, struct pr
 	if (r < 0) {
 		char clean[256];
 		err_clean(clean, sizeof(clean), path, 200);
-		return errbuf_set(err, -r, "cannot run %s: %s", clean, strerror(-r));
+		return errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+				  errbuf_set(err, -r, "cannot run %s: %s", clean, strerror(-r)));
 	}
 	r = collect(p, pid, outr, errr, until);
 	reap(pid, &p->status);
 	if (r < 0)
-		return run_error(p, path, r, timeout_ms, err);
+		return errbuf_tag(err, r == -ETIMEDOUT ? ERR_KIND_RUNTIME_TIMEOUT
+				  : r == -EFBIG ? ERR_KIND_RUNTIME_ANSWER
+						: ERR_KIND_RUNTIME_UNREACHABLE,
+				  run_error(p, path, r, timeout_ms, err));
 	if (!WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0)
-		return exit_error(p, err);
+		return errbuf_tag(err, ERR_KIND_RUNTIME_STATUS, exit_error(p, err));
 	return 0;
 }
 
@@ -358,32 +359,82 @@ static char **build_argv(const struct nerdctl_opts *o, const struct runtime_info
 	return argv;
 }
 
-static int list_ids(const struct nerdctl_opts *o, const struct runtime_info *ri,
-		    int64_t deadline, char ***ids, size_t *n, struct errbuf *err)
+/* The real runner: nerdctl with the global flags, as a child process. */
+struct real_ctx {
+	const struct nerdctl_opts *o;
+	const struct runtime_info *ri;
+	int64_t deadline;
+};
+
+static int run_real(void *ctx, const char *what, const char *const *rest, size_t nrest,
+		    struct nerdctl_answer *ans, struct errbuf *err)
 {
-	_cleanup_free_ char *filter = NULL;
-	if (asprintf(&filter, "label=%s=%s", COMPOSE_PROJECT_LABEL, ri->project) < 0)
-		return errbuf_set(err, ENOMEM, "out of memory");
-	/* --no-trunc: full ids, so that inspect can never match two. */
-	const char *rest[] = { "ps", "-a", "-q", "--no-trunc", "--filter", filter };
-	_cleanup_free_ char **argv = build_argv(o, ri, rest, ARRAY_SIZE(rest));
+	const struct real_ctx *c = ctx;
+	_cleanup_free_ char **argv = build_argv(c->o, c->ri, rest, nrest);
 	if (!argv)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	struct proc p = { .what = "ps", .cancel_fd = o->cancel_fd };
-	int r = run(o->path, argv, deadline, &p, err);
-	if (r >= 0) {
-		r = nerdctl_parse_ids(p.out ? p.out : "", p.len, ids, n, err);
-		if (r < 0)
-			errbuf_prefix(err, "nerdctl ps");
-	}
-	proc_free(&p);
+	struct proc p = { .what = what, .cancel_fd = c->o->cancel_fd };
+	int r = run(c->o->path, argv, c->deadline, &p, err);
+	memcpy(ans->err, p.err, p.errlen + 1);
+	ans->out = TAKE_PTR(p.out);
+	ans->len = p.len;
 	return r;
 }
 
-/* One `nerdctl container inspect` of ids[0..n); -EIO when nerdctl said no. */
-static int inspect(const struct nerdctl_opts *o, const struct runtime_info *ri,
-		   char **ids, size_t n, int64_t deadline, struct container_list *out,
-		   struct errbuf *err)
+static int list_ids(const struct nerdctl_runner *rn, const char *project, char ***ids,
+		    size_t *n, struct errbuf *err)
+{
+	_cleanup_free_ char *filter = NULL;
+	if (asprintf(&filter, "label=%s=%s", COMPOSE_PROJECT_LABEL, project) < 0)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	/* --no-trunc: full ids, so that inspect can never match two. */
+	const char *rest[] = { "ps", "-a", "-q", "--no-trunc", "--filter", filter };
+	struct nerdctl_answer a = { 0 };
+	int r = rn->run(rn->ctx, "ps", rest, ARRAY_SIZE(rest), &a, err);
+	if (r >= 0) {
+		r = nerdctl_parse_ids(a.out ? a.out : "", a.len, ids, n, err);
+		if (r < 0)
+			errbuf_prefix(err, "nerdctl ps");
+	}
+	free(a.out);
+	return r;
+}
+
+/* An answer that must speak for every id asked about: nerdctl 1.x printed
+ * nothing for a removed container and still exited 0. */
+static int check_covers(const struct container_list *l, size_t n0, char **ids, size_t n,
+			struct errbuf *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t k = n0;
+		while (k < l->n && strcmp(l->v[k].id, ids[i]) != 0)
+			k++;
+		if (k == l->n)
+			return errbuf_set(err, ENODATA,
+					  "nerdctl inspect: no answer for container %.12s", ids[i]);
+	}
+	return 0;
+}
+
+/* nerdctl may ignore --filter (or a container may have been relabelled):
+ * what inspect says is checked again, as the Docker backend checks its list. */
+static void keep_project(struct container_list *l, size_t n0, const char *project)
+{
+	size_t w = n0;
+	for (size_t i = n0; i < l->n; i++) {
+		if (l->v[i].project && strcmp(l->v[i].project, project) == 0)
+			l->v[w++] = l->v[i];
+		else
+			container_free(&l->v[i]);
+	}
+	l->n = w;
+}
+
+/* One `nerdctl container inspect` of ids[0..n). -EIO when nerdctl exited
+ * non-zero (its stderr is left in a->err), -ENODATA when it left an id
+ * unanswered, -EINVAL when its output could not be read. All or nothing. */
+static int inspect(const struct nerdctl_runner *rn, char **ids, size_t n,
+		   struct nerdctl_answer *a, struct container_list *out, struct errbuf *err)
 {
 	_cleanup_free_ const char **rest = calloc(n + 2, sizeof(*rest));
 	if (!rest)
@@ -392,58 +443,95 @@ static int inspect(const struct nerdctl_opts *o, const struct runtime_info *ri,
 	rest[1] = "inspect";
 	for (size_t i = 0; i < n; i++)
 		rest[i + 2] = ids[i];
-	_cleanup_free_ char **argv = build_argv(o, ri, rest, n + 2);
-	if (!argv)
-		return errbuf_set(err, ENOMEM, "out of memory");
-	struct proc p = { .what = "inspect", .cancel_fd = o->cancel_fd };
-	int r = run(o->path, argv, deadline, &p, err);
+	size_t n0 = out->n;
+	int r = rn->run(rn->ctx, "inspect", rest, n + 2, a, err);
 	if (r >= 0) {
-		r = inspect_parse_array(p.out ? p.out : "", p.len, out, err);
-		if (r < 0) {
+		r = inspect_parse_array(a->out ? a->out : "", a->len, out, err);
+		if (r < 0)
 			errbuf_prefix(err, "nerdctl inspect");
-			if (r == -EINVAL)
-				r = -EIO;
-		}
+		else if ((r = check_covers(out, n0, ids, n, err)) < 0)
+			while (out->n > n0)
+				container_free(&out->v[--out->n]);
 	}
-	proc_free(&p);
+	free(a->out);
+	a->out = NULL;
 	return r;
 }
 
-/* The batch failed: usually one container was removed between ps and
- * inspect, and nerdctl then prints nothing at all. Inspect one by one and
- * skip those it refuses; if it refuses every one, that is the error. */
-static int inspect_each(const struct nerdctl_opts *o, const struct runtime_info *ri,
-			char **ids, size_t n, int64_t deadline, struct container_list *out,
-			struct errbuf *err)
+static bool says_gone(const char *stderr_text)
 {
-	size_t found = 0;
-	int last = 0;
+	return strcasestr(stderr_text, "no such container") ||
+	       strcasestr(stderr_text, "no such object");
+}
+
+/* The containers nerdctl said it no longer has are gone only if a fresh
+ * `ps` agrees: any other reading of a failed inspect is a failed refresh. */
+static int confirm_gone(const struct nerdctl_runner *rn, const char *project, char **gone,
+			size_t ngone, struct errbuf *err)
+{
+	char **now = NULL;
+	size_t n = 0;
+	int r = list_ids(rn, project, &now, &n, err);
+	for (size_t i = 0; r == 0 && i < ngone; i++)
+		for (size_t k = 0; k < n; k++)
+			if (strcmp(gone[i], now[k]) == 0) {
+				r = errbuf_set(err, EIO, "nerdctl inspect: says container %.12s "
+					       "does not exist, but ps still lists it", gone[i]);
+				break;
+			}
+	nerdctl_free_ids(now, n);
+	return r;
+}
+
+/* The batch failed (usually one container was removed between ps and
+ * inspect): inspect one by one. Only a container nerdctl says is gone, and a
+ * fresh ps no longer lists, is skipped. */
+static int inspect_each(const struct nerdctl_runner *rn, const char *project, char **ids,
+			size_t n, struct container_list *out, struct errbuf *err)
+{
+	_cleanup_free_ char **gone = calloc(n, sizeof(*gone));
+	size_t ngone = 0;
+	if (!gone)
+		return errbuf_set(err, ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		int r = inspect(o, ri, &ids[i], 1, deadline, out, err);
-		if (r == -EIO) {
-			last = r;
-			continue;
-		}
-		if (r < 0)
+		struct nerdctl_answer a = { 0 };
+		int r = inspect(rn, &ids[i], 1, &a, out, err);
+		if (r == -EIO && says_gone(a.err))
+			gone[ngone++] = ids[i];
+		else if (r < 0)
 			return r;
-		found++;
 	}
-	return found == 0 ? last : 0;
+	return ngone ? confirm_gone(rn, project, gone, ngone, err) : 0;
+}
+
+int nerdctl_list_with(const struct nerdctl_runner *rn, const char *project,
+		      struct container_list *out, struct errbuf *err)
+{
+	char **ids = NULL;
+	size_t n = 0, n0 = out->n;
+	int r = list_ids(rn, project, &ids, &n, err);
+	if (r < 0 || n == 0)
+		return r;
+	struct nerdctl_answer a = { 0 };
+	/* One id: the one-by-one path is the batch, with its rules for "gone". */
+	r = n > 1 ? inspect(rn, ids, n, &a, out, err) : -EIO;
+	if (r == -EIO || r == -ENODATA)
+		r = inspect_each(rn, project, ids, n, out, err);
+	nerdctl_free_ids(ids, n);
+	if (r < 0)
+		while (out->n > n0)
+			container_free(&out->v[--out->n]);
+	else
+		keep_project(out, n0, project);
+	return r;
 }
 
 int nerdctl_list(const struct nerdctl_opts *o, const struct runtime_info *ri,
 		 int64_t deadline, struct container_list *out, struct errbuf *err)
 {
-	char **ids = NULL;
-	size_t n = 0;
 	if (!o->path || !ri->project)
 		return errbuf_set(err, EINVAL, "nerdctl: no binary or no project given");
-	int r = list_ids(o, ri, deadline, &ids, &n, err);
-	if (r < 0 || n == 0)
-		return r;
-	r = inspect(o, ri, ids, n, deadline, out, err);
-	if (r == -EIO && n > 1)
-		r = inspect_each(o, ri, ids, n, deadline, out, err);
-	nerdctl_free_ids(ids, n);
-	return r;
+	struct real_ctx ctx = { o, ri, deadline };
+	struct nerdctl_runner rn = { run_real, &ctx };
+	return nerdctl_list_with(&rn, ri->project, out, err);
 }

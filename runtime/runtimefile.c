@@ -118,11 +118,11 @@ int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *
 	memset(out, 0, sizeof(*out));
 	int r = readfile(path, RUNTIMEFILE_MAX_BYTES, &buf, &len, err);
 	if (r < 0)
-		return r;
+		return errbuf_tag(err, ERR_KIND_RUNTIME_FILE_UNREADABLE, r);
 	r = runtimefile_parse(buf, len, out, err);
 	if (r < 0)
 		readfile_prefix_error(err, path);
-	return r;
+	return errbuf_tag(err, ERR_KIND_RUNTIME_FILE_INVALID, r);
 }
 
 void runtime_info_free(struct runtime_info *ri)

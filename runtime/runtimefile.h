@@ -12,7 +12,8 @@ struct runtime_info {
 };
 
 /* -ENOENT when the file does not exist (Compose has not started yet); other
- * negative errno with err naming the file and field. Reads at most 64 KiB. */
+ * negative errno with err naming the file and field, tagged
+ * ERR_KIND_RUNTIME_FILE_UNREADABLE or _INVALID. Reads at most 64 KiB. */
 int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *err);
 /* Pure part, for tests and fuzzing. */
 int runtimefile_parse(const char *buf, size_t len, struct runtime_info *out,

@@ -1,19 +1,22 @@
 /* The health_status_file source (spec, "health_status_file: the app answers
  * for itself"; DESIGN.md §4).
  *
- * Format decisions the spec leaves open, taken conservatively (anything not
- * plainly two lines is "malformed", which is not healthy):
- * - Lines end at '\n'. Each line is trimmed of ASCII blanks (space, tab, CR,
- *   VT, FF), so CRLF files and padded values are accepted.
- * - A trailing newline after line 2, and further lines that are blank, are
- *   accepted. A third line with anything on it is malformed: the file is two
- *   lines, and a writer that appends instead of replacing would otherwise be
- *   judged on whatever it wrote first.
- * - A file that is empty or holds only blanks and newlines is "empty".
- * - Line 2 is decimal digits only (no sign, no fraction); more than fits in
- *   64 bits is malformed. A UTF-8 byte order mark is not stripped.
- * - A file over STATUSFILE_MAX_BYTES is refused as such rather than judged on
- *   a prefix: a prefix of a larger file is not what the app wrote.
+ * The same bytes give the same healthy/unhealthy as the upstream dstack agent
+ * (it reads at most 4096 bytes as text, takes lines 1 and 2, ignores the
+ * rest), with one deliberate difference where upstream fails open:
+ * - At most STATUSFILE_MAX_BYTES are read; a larger file is judged on them as
+ *   if it ended there (a line 2 that does not start within them is missing).
+ * - What was read must be valid UTF-8, all of it (a character cut at the
+ *   bound too), or the file is unreadable: not healthy.
+ * - Lines end at '\n'; lines after the second are ignored. Each line is
+ *   trimmed of ASCII blanks (space, tab, CR, VT, FF), so CRLF files and
+ *   padded values are accepted. A UTF-8 byte order mark is not stripped.
+ * - Line 2 is an unsigned 64-bit decimal, an optional leading '+' allowed.
+ * - Fresh is within STATUSFILE_MAX_AGE of now on either side. Upstream judges
+ *   any future time fresh forever, so an app that writes milliseconds by
+ *   mistake would stay healthy after it dies: not here.
+ * - When several rules fail, the reason names the one upstream checks first:
+ *   line 2 (missing, not a number), then age, then line 1.
  * The reasons name the rule that failed and never quote the file's bytes: the
  * report goes to anonymous callers, and the bytes at that path may not be the
  * bytes the app wrote. */
@@ -31,6 +34,7 @@
 
 #include "base/cleanup.h"
 #include "base/err.h"
+#include "base/json.h"
 
 /* Shown paths are cut here (DESIGN.md §4). */
 #define SHOWN_PATH_BYTES 256
@@ -74,22 +78,47 @@ static bool all_blank(const char *s, size_t n)
 	return true;
 }
 
-/* Decimal digits only, no sign, at most INT64_MAX. */
-static bool parse_seconds(const char *s, size_t n, int64_t *out)
+/* Decimal digits with an optional leading '+', at most UINT64_MAX. */
+static bool parse_seconds(const char *s, size_t n, uint64_t *out)
 {
+	if (n > 0 && s[0] == '+') {
+		s++;
+		n--;
+	}
 	if (n == 0)
 		return false;
-	int64_t v = 0;
+	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9')
 			return false;
-		int d = s[i] - '0';
-		if (v > (INT64_MAX - d) / 10)
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
 			return false;
 		v = v * 10 + d;
 	}
 	*out = v;
 	return true;
+}
+
+static bool valid_utf8(const char *buf, size_t len)
+{
+	for (size_t i = 0; i < len;) {
+		size_t k = json_utf8_len((const unsigned char *)buf + i, len - i);
+		if (k == 0)
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+/* b - a, saturated at UINT64_MAX (a may be negative: a clock before 1970). */
+static uint64_t distance(int64_t a, uint64_t b)
+{
+	if (a < 0) {
+		uint64_t m = (uint64_t)(-(a + 1)) + 1;
+		return b > UINT64_MAX - m ? UINT64_MAX : b + m;
+	}
+	return b - (uint64_t)a;
 }
 
 static bool word_is(const char *s, size_t n, const char *w)
@@ -111,53 +140,75 @@ static bool fail(char *reason, size_t n, const char *fmt, ...)
 	return false;
 }
 
+/* The age rule: fresh within STATUSFILE_MAX_AGE of now, either side. */
+static bool fresh(uint64_t written, time_t now, char *reason, size_t n)
+{
+	int64_t t = (int64_t)now;
+	if (t >= 0 && (uint64_t)t >= written) {
+		uint64_t ago = (uint64_t)t - written;
+		if (ago > STATUSFILE_MAX_AGE)
+			return fail(reason, n, "written %llu s ago; older than %d s counts as "
+				    "unhealthy", (unsigned long long)ago, STATUSFILE_MAX_AGE);
+		return true;
+	}
+	/* Exactly STATUSFILE_MAX_AGE ahead is fresh, like exactly that old. */
+	uint64_t ahead = distance(t, written);
+	if (ahead > STATUSFILE_MAX_AGE)
+		return fail(reason, n, "written %llu s in the future; more than %d s ahead "
+			    "counts as unhealthy (line 2 must be in seconds, not milliseconds)",
+			    (unsigned long long)ahead, STATUSFILE_MAX_AGE);
+	return true;
+}
+
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n)
 {
-	const char *p = buf, *end = buf + len, *l1, *l2, *l3;
-	size_t n1, n2, n3;
+	const char *p = buf, *end = buf + len, *l1, *l2;
+	size_t n1, n2;
+	uint64_t written;
 
 	if (n > 0)
 		reason[0] = '\0';
+	if (!valid_utf8(buf, len))
+		return fail(reason, n, "the status file cannot be read as text: it is not "
+			    "valid UTF-8");
 	if (all_blank(buf, len))
 		return fail(reason, n, "the status file is empty");
 	next_line(&p, end, &l1, &n1);
 	if (!next_line(&p, end, &l2, &n2) || (n2 == 0 && all_blank(p, (size_t)(end - p))))
 		return fail(reason, n, "the status file has only one line; line 2 must be "
 			    "the Unix timestamp at which it was written");
-	bool healthy = word_is(l1, n1, "healthy");
-	if (!healthy && !word_is(l1, n1, "unhealthy"))
-		return fail(reason, n, "line 1 is neither healthy nor unhealthy");
-	int64_t written;
 	if (!parse_seconds(l2, n2, &written))
 		return fail(reason, n, "line 2 is not a Unix timestamp in seconds");
-	while (next_line(&p, end, &l3, &n3))
-		if (n3 > 0)
-			return fail(reason, n, "the status file has more than two lines");
-	if (!healthy)
+	if (!fresh(written, now, reason, n))
+		return false;
+	if (word_is(l1, n1, "unhealthy"))
 		return fail(reason, n, "the app reports unhealthy");
-	/* Exactly STATUSFILE_MAX_AGE is fresh; a time in the future is fresh
-	 * (the app's clock may run ahead of ours). */
-	if ((int64_t)now > written && (int64_t)now - written > STATUSFILE_MAX_AGE)
-		return fail(reason, n, "written %lld s ago; older than %d s counts as "
-			    "unhealthy", (long long)((int64_t)now - written),
-			    STATUSFILE_MAX_AGE);
+	if (!word_is(l1, n1, "healthy"))
+		return fail(reason, n, "line 1 is neither healthy nor unhealthy");
 	return true;
 }
 
+/* By the rules statusfile_parse applies: bytes that are not valid UTF-8 are
+ * not text, so nothing of them parsed; line 2 as parse_seconds reads it, kept
+ * only when it is a time the view can print (seconds that fit in ms). */
 void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info)
 {
 	const char *p = buf, *end = buf + len, *l1, *l2;
 	size_t n1, n2;
+	uint64_t written;
 	info->word[0] = '\0';
 	info->has_written = false;
-	if (!next_line(&p, end, &l1, &n1))
+	if (!valid_utf8(buf, len) || !next_line(&p, end, &l1, &n1))
 		return;
 	if (word_is(l1, n1, "healthy") || word_is(l1, n1, "unhealthy"))
 		snprintf(info->word, sizeof(info->word), "%s",
 			 word_is(l1, n1, "healthy") ? "healthy" : "unhealthy");
-	if (next_line(&p, end, &l2, &n2))
-		info->has_written = parse_seconds(l2, n2, &info->written);
+	if (next_line(&p, end, &l2, &n2) && parse_seconds(l2, n2, &written) &&
+	    written <= (uint64_t)(INT64_MAX / 1000)) {
+		info->has_written = true;
+		info->written = (int64_t)written;
+	}
 }
 
 static const char *file_type_name(mode_t m)
@@ -175,9 +226,8 @@ static const char *file_type_name(mode_t m)
 	return "not a regular file";
 }
 
-/* Reads all of fd into buf (cap bytes), stopping at cap: *got == cap means
- * the file is at least that large. The read is bounded however the file grows
- * meanwhile. */
+/* Reads fd into buf until EOF or cap bytes: a larger file is judged on its
+ * first cap bytes, and the read is bounded however the file grows meanwhile. */
 static int read_bounded(int fd, char *buf, size_t cap, size_t *got)
 {
 	size_t off = 0;
@@ -261,17 +311,10 @@ static enum outcome judge_path(const char *path, const char *shown, time_t now,
 	if (!S_ISREG(st.st_mode))
 		return say(REFUSED, reason, n, "status file %s is %s; it must be a regular file",
 			   shown, file_type_name(st.st_mode));
-	if (st.st_size > STATUSFILE_MAX_BYTES)
-		return say(JUDGED_UNHEALTHY, reason, n, "status file %s is larger than %d bytes",
-			   shown, STATUSFILE_MAX_BYTES);
-	char buf[STATUSFILE_MAX_BYTES + 1];
+	char buf[STATUSFILE_MAX_BYTES];
 	size_t got = 0;
 	if (read_bounded(fd, buf, sizeof(buf), &got) < 0)
 		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
-	/* The file grew after the fstat: the read stopped one byte past. */
-	if (got > STATUSFILE_MAX_BYTES)
-		return say(JUDGED_UNHEALTHY, reason, n, "status file %s is larger than %d bytes",
-			   shown, STATUSFILE_MAX_BYTES);
 	info->read = true;
 	info->mtime = st.st_mtime;
 	statusfile_peek(buf, got, info);

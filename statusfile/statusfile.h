@@ -16,14 +16,16 @@
 #define STATUSFILE_MAX_BYTES 4096
 #define STATUSFILE_MAX_AGE 60
 
-/* Pure: judges the bytes of a status file read at time now. Returns true when
- * they say healthy and fresh; otherwise false with reason (naming the rule that
- * failed, never quoting the bytes) in reason[0..n). */
+/* Pure: judges the bytes read from a status file (at most
+ * STATUSFILE_MAX_BYTES: the reader stops there) at time now. Returns true when
+ * they are valid UTF-8 whose line 1 says healthy and whose line 2 is within
+ * STATUSFILE_MAX_AGE seconds of now, either side; otherwise false with reason
+ * (naming the rule that failed, never quoting the bytes) in reason[0..n). */
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
 
 /* Reads path (following symlinks, never blocking, at most
- * STATUSFILE_MAX_BYTES) and judges it into out, which must be initialised.
+ * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into out, which must be initialised.
  * Every content rule is a verdict. Anything but a regular file (a FIFO, a
  * directory, a device, a socket) is refused outright, without a read: that
  * returns -EINVAL with err naming it, and the refresh counts as failed rather

@@ -1,7 +1,8 @@
 #!/bin/bash
-# The agent as a program: --help, --version, config and app-compose errors
-# (exit 2 before ready, naming the file and field), --once exit codes, gating
-# off, the not-yet-determined verdict, and a clean stop on SIGTERM.
+# The agent as a program: --help, --version, config errors (exit 2 before
+# ready, naming the source and field), app-compose.json errors (served; exit
+# 2 with --once), --once exit codes, gating off, the not-yet-determined
+# verdict, reloads, and a clean stop on SIGTERM.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -34,17 +35,18 @@ check_error() { # check_error DESCRIPTION REGEX ARGS...
 compose "$T/ok.json" '{"health_check":false}'
 check_error "unknown flag" "--frobnicate: unknown option" --frobnicate
 check_error "bad interval" "--interval: must be a number" --interval=never --compose-file "$T/ok.json"
-check_error "missing compose file" "$T/nope.json: does not exist" --once --compose-file "$T/nope.json"
+# app-compose.json with --once: exit 2 too, the file named, its path not.
+check_error "missing compose file" "^dstack-healthd: app-compose.json: does not exist$" --once --compose-file "$T/nope.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":"yes"}}' > "$T/badtype.json"
-check_error "health_check of the wrong type" "badtype.json: .*requirements.health_check" --once --compose-file "$T/badtype.json"
+check_error "health_check of the wrong type" "^dstack-healthd: app-compose.json: requirements.health_check: " --once --compose-file "$T/badtype.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"rel/path"}}' > "$T/rel.json"
-check_error "relative status file" "rel.json: .*requirements.health_status_file" --once --compose-file "$T/rel.json"
+check_error "relative status file" "^dstack-healthd: app-compose.json: requirements.health_status_file: must be an absolute path$" --once --compose-file "$T/rel.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"healthcheck":true}}' > "$T/unknown.json"
-check_error "unknown requirement" "unknown.json: .*requirements.healthcheck" --once --compose-file "$T/unknown.json"
+check_error "unknown requirement" "^dstack-healthd: app-compose.json: requirements.healthcheck: " --once --compose-file "$T/unknown.json"
 printf '{"manifest_version":2,"runner":"docker-compose","requirements":{"health_check":true}}' > "$T/v2.json"
-check_error "requirements below manifest 3" "v2.json: .*requirements" --once --compose-file "$T/v2.json"
+check_error "requirements below manifest 3" "^dstack-healthd: app-compose.json: requirements: " --once --compose-file "$T/v2.json"
 compose "$T/bash.json" '{"health_check":true}' bash
-check_error "bash runner without a status file" "bash.json: .*health_status_file" --once --compose-file "$T/bash.json"
+check_error "bash runner without a status file" "^dstack-healthd: app-compose.json: .*health_status_file" --once --compose-file "$T/bash.json"
 printf '{"listen":"127.0.0.1:1","interval":"five"}' > "$T/cfg.json"
 check_error "config file field of the wrong type" "cfg.json: interval" -c "$T/cfg.json" --once --compose-file "$T/ok.json"
 DSTACK_HEALTHD_REFRESH_TIMEOUT=x check_error "bad environment variable" \
@@ -60,9 +62,12 @@ is "$out" '{"healthy":true,"unhealthy":[],"error":""}' "--once with gating off: 
 compose "$T/gated.json" '{"health_check":true}'
 printf '{"project":"p"}' > "$T/runtime.json"
 out=$("$BIN" --once --compose-file "$T/gated.json" --runtime-file "$T/runtime.json" \
-	--docker-host unix://$T/none.sock --refresh-timeout 2); rc=$?
+	--docker-host unix://$T/none.sock --refresh-timeout 2 2>"$T/once.err"); rc=$?
 is "$rc" 1 "--once with Docker unreachable exits 1"
-like "$out" '^\{"healthy":false,"unhealthy":\[\],"error":".*none.sock' "--once names the unreachable socket"
+is "$out" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
+	"--once: the error in the agent's words, no path"
+like "$(cat "$T/once.err")" "cannot connect to unix://$T/none.sock" "--once: stderr names the unreachable socket"
+
 out=$("$BIN" --once --compose-file "$T/gated.json" --runtime-file "$T/absent.json" \
 	--docker-host unix://$T/none.sock); rc=$?
 is "$rc" 1 "--once before Compose wrote the runtime file exits 1"
@@ -137,5 +142,88 @@ for _ in $(seq 25); do
 done
 is "$stale" 0 "reload: the longer interval does not make the verdict look stale"
 kill -TERM "$rl"; wait "$rl"
+
+# An unusable app-compose.json does not take the agent down: it is served
+# (healthy:false, no entries, the file and field named, not its path), logged
+# once, read again on every refresh until it is usable, then kept until a
+# SIGHUP reads it again.
+REL_ERR='{"healthy":false,"unhealthy":[],"error":"app-compose.json: requirements.health_status_file: must be an absolute path"}'
+cp "$T/rel.json" "$T/m.json"
+"$BIN" --listen "unix:$T/m.sock" --compose-file "$T/m.json" --interval 0.2 --log-level debug \
+	2>"$T/m.log" &
+m=$!
+PIDS+=($m)
+wait_for 5 test -S "$T/m.sock"
+ok $? "unusable app-compose.json: the agent serves"
+is "$(health "$T/m.sock")" "$REL_ERR" "unusable app-compose.json: healthy:false, the field named"
+refreshes() { grep -c 'refresh (timer) took' "$T/m.log"; }
+n=$(refreshes)
+wait_for 5 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
+is "$(grep -c 'must be an absolute path' "$T/m.log")" 1 "unusable app-compose.json: logged once"
+is "$(health "$T/m.sock")" "$REL_ERR" "unusable app-compose.json: still served after refreshes"
+cp "$T/ok.json" "$T/m.json"
+wait_for 5 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+ok $? "app-compose.json usable: read again on a refresh, healthy (gating off)"
+ok $(grep -q 'app-compose.json is usable now' "$T/m.log"; echo $?) "app-compose.json usable: logged"
+cp "$T/rel.json" "$T/m.json"
+n=$(refreshes)
+wait_for 5 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
+is "$(health "$T/m.sock")" '{"healthy":true,"unhealthy":[],"error":""}' \
+	"app-compose.json usable: kept (measured, it does not change during a boot)"
+kill -HUP "$m"
+wait_for 5 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'must be an absolute path'"
+ok $? "SIGHUP reads app-compose.json again"
+ok $(kill -0 "$m"; echo $?) "SIGHUP with an unusable app-compose.json: still up"
+kill -TERM "$m"; wait "$m"
+rm -f "$T/m.json"
+"$BIN" --listen "unix:$T/m2.sock" --compose-file "$T/m.json" 2>"$T/m2.log" &
+m=$!
+PIDS+=($m)
+wait_for 5 test -S "$T/m2.sock"
+is "$(health "$T/m2.sock")" '{"healthy":false,"unhealthy":[],"error":"app-compose.json: does not exist"}' \
+	"missing app-compose.json: served, the path not shown"
+like "$(cat "$T/m2.log")" "app-compose.json: does not exist \\($T/m.json\\)" "missing app-compose.json: the log has the path"
+kill -TERM "$m"; wait "$m"
+
+# A SIGHUP that turns gating on says "not determined yet" at once, not after
+# the first refresh (Docker here never answers; the refresh timeout is 30 s).
+cp "$T/ok.json" "$T/g.json"
+"$BIN" --listen "unix:$T/g.sock" --compose-file "$T/g.json" --runtime-file "$T/runtime.json" \
+	--docker-host "unix://$T/hang.sock" --refresh-timeout 30 --interval 60 2>"$T/g.log" &
+g=$!
+PIDS+=($g)
+wait_for 5 test -S "$T/g.sock"
+is "$(health "$T/g.sock")" '{"healthy":true,"unhealthy":[],"error":""}' "gating off: healthy"
+cp "$T/gated.json" "$T/g.json"
+start=$(date +%s%N)
+kill -HUP "$g"
+wait_for 5 sh -c "curl -s --unix-socket $T/g.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '<health>'"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+ok $([ "$ms" -lt 1000 ]; echo $?) "SIGHUP turning gating on: not determined yet in ${ms} ms (< 1000)"
+is "$(health "$T/g.sock")" \
+	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
+	"SIGHUP turning gating on: the <health> entry"
+kill -TERM "$g"; wait "$g"
+
+# A reload that does not change the source keeps the failure count: two
+# reloads after one failure make three failures in a row, and the error is
+# served (a reset count would keep "not determined yet" forever).
+"$BIN" --listen "unix:$T/k.sock" --compose-file "$T/gated.json" --runtime-file "$T/runtime.json" \
+	--docker-host "unix://$T/none.sock" --interval 60 --log-level debug 2>"$T/k.log" &
+k=$!
+PIDS+=($k)
+wait_for 5 grep -q 'refresh failed: ' "$T/k.log"
+ok $? "reload count: the first refresh failed"
+kill -HUP "$k"
+wait_for 5 grep -q 'refresh failed again (2 in a row)' "$T/k.log"
+ok $? "reload count: the refresh after a SIGHUP is the second failure"
+is "$(health "$T/k.sock")" \
+	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
+	"reload count: two failures keep the previous verdict"
+kill -HUP "$k"
+wait_for 5 sh -c "curl -s --unix-socket $T/k.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'cannot reach'"
+is "$(health "$T/k.sock")" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
+	"reload count: the third failure, across reloads, is served"
+kill -TERM "$k"; wait "$k"
 
 done_testing

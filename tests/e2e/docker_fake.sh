@@ -14,7 +14,7 @@ R=tests/fakes/docker
 command -v python3 >/dev/null || skip_all "python3 is not installed"
 [ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
 
-T=$(mktemp -d)
+. tests/lib/scratch.sh
 FPID=
 stop_fake() {
 	if [ -n "$FPID" ]; then
@@ -23,7 +23,7 @@ stop_fake() {
 		FPID=
 	fi
 }
-trap 'stop_fake; rm -rf "$T"' EXIT
+scratch_more() { stop_fake; }
 
 # fake ROUTE...: (re)starts the fake on $T/d.sock with a fresh request log.
 fake() {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # docker_list against a real dockerd (Debian's 20.10, API 1.41) started on a
-# private socket in a mktemp folder: containers with passing, failing and no
+# private socket in its scratch folder: containers with passing, failing and no
 # healthchecks, a stopped one, another project, a one-off, and a project name
 # that needs URL encoding. Everything started here is stopped on exit.
 set -u
@@ -16,9 +16,9 @@ DOCKER_CLI=/usr/bin/docker
 BUSYBOX=$(command -v busybox) || skip_all "busybox-static is not installed"
 [ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
 
-T=$(mktemp -d)
+. tests/lib/scratch.sh
 DPID=
-cleanup() {
+scratch_more() {
 	if [ -n "$DPID" ]; then
 		# Containers first, so that no shim outlives its daemon.
 		ids=$(d ps -aq 2>/dev/null)
@@ -30,9 +30,7 @@ cleanup() {
 	fi
 	# Whatever dockerd left mounted under its folders.
 	grep -o " $T/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
-	rm -rf "$T"
 }
-trap cleanup EXIT
 d() { "$DOCKER_CLI" -H "unix://$T/docker.sock" "$@"; }
 
 "$DOCKERD" --host "unix://$T/docker.sock" --data-root "$T/data" --exec-root "$T/exec" \

@@ -69,7 +69,7 @@ hang_and_check() {
 	[ "$first_ms" -ge $(( 2 * TIMEOUT_MS + 2 * INTERVAL_MS )) ] &&
 		[ "$first_ms" -le $(( 3 * TIMEOUT_MS + 3 * INTERVAL_MS + 5000 )) ]
 	ok $? "agent: $2: the first 2 failed refreshes keep the previous verdict, the 3rd does not (error after ${first_ms} ms)"
-	expect_error_verdict "$2" '[Tt]imed out|[Dd]eadline|[Dd]ocker|_ping'
+	expect_error_verdict "$2" '^the container runtime took longer than the refresh timeout$'
 	kill -CONT "$DH_DOCKERD_PID"
 	wait_for 15 healthd_query_is "$1" "$HEALTHD_OK"
 	is "$(healthd_query "$1")" "$HEALTHD_OK" "agent: $2: dockerd answers again: healthy"
@@ -122,7 +122,7 @@ sample_until_error rst 20000
 is "$before" "$HEALTHD_OK" \
 	"agent: dockerd stopping: until the error, every answer is the previous verdict"
 expect_error_verdict "dockerd stopped" \
-	'[Dd]ocker|[Cc]onnect|[Rr]efused|[Ss]ocket|[Nn]o such file'
+	"^(cannot reach the container runtime|the container runtime's answer could not be read|the container runtime answered with an error status)\$"
 
 dockerd_wait_exit
 dh_ping

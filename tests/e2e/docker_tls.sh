@@ -3,7 +3,10 @@
 # cert.pem, key.pem) to the scripted Docker peer behind python's ssl, with a
 # CA made here by openssl: a good chain works; a wrong CA, a name mismatch, a
 # missing client certificate and a peer that never completes the handshake
-# each fail with a clear error.
+# each fail with a clear error. Then the real dockerd with --tlsverify on
+# loopback TCP, addressed by IP: a certificate with that IP as an iPAddress
+# SAN is accepted, a wrong IP and a DNS-only certificate are refused, as the
+# docker CLI does.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -15,9 +18,11 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 command -v openssl >/dev/null || skip_all "openssl is not installed"
 [ -x "$LIST" ] || { echo "not ok 1 - $LIST is not built"; echo "1..1"; exit 1; }
 
-T=$(mktemp -d)
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+. tests/lib/scratch.sh
+. tests/lib/dockerd.sh
+# The fakes and the helpers in PIDS are killed by scratch.sh; dockerd has its
+# own orderly stop.
+scratch_more() { dockerd_stop; }
 
 # ca NAME: a self-signed CA in $T/NAME-ca.pem / $T/NAME-ca-key.pem.
 ca() {
@@ -97,4 +102,66 @@ dt=$(( $(now_ms) - t0 ))
 is "$out" "error: cannot connect to tcp://localhost:$(cat "$T/port2"): timed out after 1 s" \
 	"a handshake that never completes: timed out"
 ok $(( dt >= 950 && dt < 3000 ? 0 : 1 )) "the deadline held during the handshake (${dt} ms)"
+
+# --- The real dockerd, --tlsverify on 127.0.0.1 and 127.0.0.2 ----------------
+if [ "$(id -u)" != 0 ] || ! command -v dockerd >/dev/null || ! command -v curl >/dev/null; then
+	diag "skipping the real dockerd: needs root, dockerd and curl"
+	done_testing
+	exit
+fi
+# The IP-only certificate is what dockerd's TLS guide makes (IP:... in the
+# SAN); the DNS-only one spells the IP as a DNS name and a CN, which a client
+# that compared names as text would take for a match.
+leaf iponly dockerd "subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth" &&
+	leaf dnsonly 127.0.0.1 "subjectAltName=DNS:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth"
+ok $? "made an IP-only and a DNS-only server certificate"
+DH_T=$(mktemp -d /tmp/dh.XXXXXX)
+export DOCKER_HOST="unix://$DH_T/docker.sock" DOCKER_CONFIG="$DH_T/cli"
+unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH
+# A port free on both addresses (another test may hold it by the time
+# dockerd binds it: then dockerd_tls tries another).
+free_port() {
+	python3 -c 'import socket
+a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+b = socket.socket(); b.bind(("127.0.0.2", p)); print(p)'
+}
+listening() {
+	python3 -c 'import socket, sys
+for h in ("127.0.0.1", "127.0.0.2"):
+    socket.create_connection((h, int(sys.argv[1])), timeout=1).close()' "$DP"
+}
+dockerd_tls() { # dockerd_tls CERT: (re)start dockerd serving CERT over TLS on $DP
+	local try
+	for try in 1 2 3; do
+		dockerd_halt
+		DP=$(free_port) || continue
+		DH_DOCKERD_ARGS="--host tcp://127.0.0.1:$DP --host tcp://127.0.0.2:$DP --tlsverify
+			--tlscacert $T/good-ca.pem --tlscert $T/$1.pem --tlskey $T/$1-key.pem"
+		dockerd_launch && wait_for 10 listening && return 0
+		diag "dockerd did not listen on port $DP (try $try)"
+	done
+	return 1
+}
+NOTRUST="TLS handshake: server certificate not trusted: .*(CN|Common Name).*match"
+dockerd_tls iponly
+ok $? "dockerd with --tlsverify and the IP-only certificate on 127.0.0.1 and 127.0.0.2"
+is "$(tls "$T/good" "tcp://127.0.0.1:$DP" demo 5000)" "" \
+	"dockerd: host 127.0.0.1, certificate with IP:127.0.0.1: accepted"
+is "$(tls "$T/good" "tcp://[::ffff:127.0.0.1]:$DP" demo 5000)" "" \
+	"dockerd: host ::ffff:127.0.0.1 is the same IP: accepted"
+like "$(tls "$T/good" "tcp://127.0.0.2:$DP" demo 5000)" \
+	"^error: cannot connect to tcp://127.0.0.2:$DP: $NOTRUST" \
+	"dockerd: host 127.0.0.2, certificate with IP:127.0.0.1: refused"
+like "$(tls "$T/good" "tcp://localhost:$DP" demo 5000)" \
+	"^error: cannot connect to tcp://localhost:$DP: $NOTRUST" \
+	"dockerd: host localhost, certificate with no DNS name: refused"
+dockerd_tls dnsonly
+ok $? "dockerd restarted with the DNS-only certificate"
+like "$(tls "$T/good" "tcp://127.0.0.1:$DP" demo 5000)" \
+	"^error: cannot connect to tcp://127.0.0.1:$DP: $NOTRUST" \
+	"dockerd: host 127.0.0.1, certificate with DNS:127.0.0.1 and CN=127.0.0.1 only: refused"
+is "$(tls "$T/good" "tcp://localhost:$DP" demo 5000)" "" \
+	"dockerd: host localhost, certificate with DNS:localhost: accepted"
 done_testing

@@ -6,7 +6,8 @@
 #   - a refresh ends within its 1 s timeout (--once against the fault, timed);
 #   - the 3-failure rule: the served verdict stays healthy through the first
 #     two failed refreshes (the log shows both), then healthy:false with an
-#     error naming what failed;
+#     error saying what failed in the agent's own words (README.md, "Errors"),
+#     the runtime's detail in the log only;
 #   - a gateway-style poll (fresh connection, POST /prpc/v1/Health?json, {})
 #     is answered within 50 ms at the 99th percentile during the fault. Each
 #     poll alternates with one of a control agent under no fault (gating
@@ -92,7 +93,7 @@ wait_for 10 test -S "$T/ctl.sock" || { echo "not ok 1 - control agent did not st
 ROWS=()
 # fault NAME TRANSPORT ACTION ERROR-REGEX
 fault() {
-	local name=$1 transport=$2 action=$3 re=$4 host out rc start once_ms pid
+	local name=$1 transport=$2 action=$3 public=$4 re=$5 host out rc start once_ms pid
 	host=$(host_for "$transport")
 	ln -sfn "$T/fake.sock" "$T/link.sock"
 	set_fault ""
@@ -159,7 +160,7 @@ fault() {
 	for i in 1 2; do
 		start=$(date +%s%N)
 		out=$("$BIN" --once --refresh-timeout 1 --compose-file "$T/app.json" \
-			--runtime-file "$T/runtime.json" --docker-host "$host" 2>/dev/null)
+			--runtime-file "$T/runtime.json" --docker-host "$host" 2>"$T/$name.once")
 		rc=$?
 		t=$(( ($(date +%s%N) - start) / 1000000 ))
 		[ "$t" -lt "$once_ms" ] && once_ms=$t
@@ -182,7 +183,8 @@ fault() {
 	ok $([ "$first" != - ]; echo $?) "$name: the verdict turned unhealthy (after ${first} ms)"
 	like "$after" '^\{"healthy":false,"unhealthy":\[\],"error":"' \
 		"$name: healthy:false with an empty list and an error"
-	like "$err" "$re" "$name: the error says what failed"
+	is "$err" "$public" "$name: the error says what failed, in the agent's words"
+	like "$(tail -n +"$((mark + 1))" "$T/$name.log")" "$re" "$name: the log has the detail"
 	# The first two failures kept the verdict: both are in the log before
 	# the verdict changed, and every poll before the change was healthy.
 	local f1 f2 fv
@@ -196,7 +198,9 @@ fault() {
 	is "$early" 0 "$name: every answer before the change was the previous (healthy) verdict"
 	is "$rc" 1 "$name: --once exits 1"
 	ok $([ "$once_ms" -lt "$ONCE_MAX_MS" ]; echo $?) "$name: --once ended in ${once_ms} ms (< ${ONCE_MAX_MS})"
-	like "$out" "$re" "$name: --once names the same failure"
+	is "$out" "{\"healthy\":false,\"unhealthy\":[],\"error\":\"$public\"}" \
+		"$name: --once says the same"
+	like "$(cat "$T/$name.once")" "$re" "$name: --once logs the detail"
 	if [ "$JUDGE_MEMORY" = 1 ]; then
 		ok $([ $((hwm - rss0)) -lt "$PEAK_GROWTH_MAX_KB" ] && [ $((rss1 - rss0)) -lt "$AFTER_GROWTH_MAX_KB" ]; echo $?) \
 			"$name: memory bounded (RSS ${rss0} KiB before, peak ${hwm}, ${rss1} after)"
@@ -208,23 +212,27 @@ fault() {
 		"$name" "$err" "$once_ms" "$p99" "$control" "$okp" "$polls" "$rss0" "$hwm" "$rss1")")
 }
 
-fault refused         unix refuse            'cannot connect to unix://.*link.sock: .*refused'
+REACH='cannot reach the container runtime'
+SLOW='the container runtime took longer than the refresh timeout'
+READ="the container runtime's answer could not be read"
+STATUS='the container runtime answered with an error status'
+fault refused         unix refuse            "$REACH" 'cannot connect to unix://.*link.sock: .*refused'
 # "timed out after" the time the refresh gave the call: 1 s, or a few ms
 # less when the refresh spent them before asking Docker.
-fault never-answers   unix hang              'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
-fault byte-a-second   unix "drip:1:$R/list-1.41.http" 'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
-fault garbage         unix garbage           'GET /containers/json: .*(line|HTTP)'
-fault bad-chunk-size  unix badchunk          'GET /containers/json: .*chunk'
-fault cut-mid-chunk   unix cutchunk          'GET /containers/json: .*closed in the middle of a chunked body'
+fault never-answers   unix hang              "$SLOW" 'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
+fault byte-a-second   unix "drip:1:$R/list-1.41.http" "$SLOW" 'GET /containers/json: timed out after (1 s|9[0-9][0-9] ms)'
+fault garbage         unix garbage           "$READ" 'GET /containers/json: .*(line|HTTP)'
+fault bad-chunk-size  unix badchunk          "$READ" 'GET /containers/json: .*chunk'
+fault cut-mid-chunk   unix cutchunk          "$READ" 'GET /containers/json: .*closed in the middle of a chunked body'
 fault http-500        unix 'status:500:{"message":"Internal Server Error"}' \
-	'GET /containers/json: HTTP 500: Internal Server Error'
+	"$STATUS" 'GET /containers/json: HTTP 500: Internal Server Error'
 fault version-too-old unix 'status:400:{"message":"client version 1.52 is too old. Minimum supported API version is 1.53, please upgrade your client to a newer version"}' \
-	'GET /containers/json: HTTP 400: client version 1.52 is too old'
+	"$STATUS" 'GET /containers/json: HTTP 400: client version 1.52 is too old'
 fault version-too-new unix 'status:400:{"message":"client version 1.52 is too new. Maximum supported API version is 1.41"}' \
-	'GET /containers/json: HTTP 400: client version .* is too new'
-fault body-over-cap   unix big:33554432      'GET /containers/json: .*exceeds 16777216 bytes'
-fault chunked-over-cap unix bigchunked:33554432 'GET /containers/json: .*exceeds 16777216 bytes'
-fault reset-mid-body  tcp  reset:100000      'GET /containers/json: .*(reset|closed after)'
+	"$STATUS" 'GET /containers/json: HTTP 400: client version .* is too new'
+fault body-over-cap   unix big:33554432      "$READ" 'GET /containers/json: .*exceeds 16777216 bytes'
+fault chunked-over-cap unix bigchunked:33554432 "$READ" 'GET /containers/json: .*exceeds 16777216 bytes'
+fault reset-mid-body  tcp  reset:100000      "$READ" 'GET /containers/json: .*(reset|closed after)'
 
 diag "fault            | verdict error (served)                                         | --once   | poll p99 (control) | polls ok  | RSS KiB before/peak/after"
 for r in "${ROWS[@]}"; do diag "$r"; done

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 
 BIN=$PWD/${HEALTHD_BUILD:-build}/dstack-healthd
 [ -x "$BIN" ] || skip_all "$BIN is not built"
-PAGE=doc/dstack-healthd.8
+PAGE=docs/dstack-healthd.8
 
 help_flags=$("$BIN" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
 # In roff a dash is written \-.

@@ -15,10 +15,9 @@ LISTEN_PY=$PWD/tests/lib/notify_listen.py
 command -v python3 >/dev/null 2>&1 || skip_all "python3 is not installed"
 command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
 
-T=$(mktemp -d)
-PIDS=""
+. tests/lib/scratch.sh
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-track() { PIDS="$PIDS $1"; }
+track() { PIDS+=("$1"); }
 gone() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*[ZX]' "/proc/$1/status" 2>/dev/null; }
 # stop PID: TERM, then KILL after 10 s; only our own live background jobs.
 stop() {
@@ -28,11 +27,11 @@ stop() {
 	wait "$1" 2>/dev/null
 	return 0
 }
-cleanup() {
-	for p in $PIDS; do stop "$p"; done
-	rm -rf "$T"
+# Each gets its TERM first; none is left for scratch.sh's KILL.
+scratch_more() {
+	for p in "${PIDS[@]}"; do stop "$p"; done
+	PIDS=()
 }
-trap cleanup EXIT
 
 echo '{}' >"$T/healthd.json"
 cat >"$T/app.json" <<JSON
@@ -57,7 +56,7 @@ at_least() { [ "$(n_lines "$1" "$2")" -ge "$3" ]; }
 # Descendants of the agent inherit its NOTIFY_SOCKET: none may outlive it.
 leftovers() {
 	grep -lz "^NOTIFY_SOCKET=$T/" /proc/[0-9]*/environ 2>/dev/null |
-		cut -d/ -f3 | grep -vxF -e "$$" $(printf -- '-e %s ' $PIDS) || true
+		cut -d/ -f3 | grep -vxF -e "$$" $(printf -- '-e %s ' "${PIDS[@]}") || true
 }
 # term_and_time PID: SIGTERM; leaves the ms until the process was gone (or
 # "timeout") in $ELAPSED and its exit status in $EXIT_STATUS.

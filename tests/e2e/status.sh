@@ -8,26 +8,31 @@
 # the memory stay bounded.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
+. tests/lib/scratch.sh
 . tests/lib/dockerd.sh
 command -v promtool >/dev/null 2>&1 || skip_all "promtool is not installed (Debian: prometheus)"
 command -v setpriv >/dev/null 2>&1 || skip_all "setpriv is not installed (util-linux)"
 
 dockerd_start
+# dockerd_start installs its own EXIT trap: scratch.sh's runs instead, and
+# stops the daemon (and the agent, tracked) before it removes $T.
+scratch_more() { dockerd_stop; }
+trap scratch_cleanup EXIT
 
 MARKER=PROBE-MARKER-7f3a
-CTL=$DH_T/ctl.sock
+CTL=$T/ctl.sock
 LOG=$DH_T/hd-st.log
-cp tests/e2e/compose/probe.yml "$DH_T/probe.yml"
-timeout 120 docker-compose --no-ansi -p hst -f "$DH_T/probe.yml" up -d >"$DH_T/up.log" 2>&1
+cp tests/e2e/compose/probe.yml "$T/probe.yml"
+timeout 120 docker-compose --no-ansi -p hst -f "$T/probe.yml" up -d >"$T/up.log" 2>&1
 ok $? "docker-compose up -d (web with a probe that prints a marker, plain without one)"
 dh_expect_state 30 hst_web_1 "running healthy"
 
 healthd_app_compose
-healthd_runtime "$DH_T/rt.json" hst
-printf '{"interval": 1}\n' >"$DH_T/cfg.json"
-"$HEALTHD_BIN" -c "$DH_T/cfg.json" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+healthd_runtime "$T/rt.json" hst
+printf '{"interval": 1}\n' >"$T/cfg.json"
+"$HEALTHD_BIN" -c "$T/cfg.json" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
 	--control-socket "$CTL" --compose-file "$DH_T/app-compose.json" \
-	--runtime-file "$DH_T/rt.json" --docker-host "unix://$DH_T/docker.sock" >"$LOG" 2>&1 &
+	--runtime-file "$T/rt.json" --docker-host "unix://$DH_T/docker.sock" >"$LOG" 2>&1 &
 AGENT=$!
 dh_track "$AGENT"
 wait_for 10 grep -q 'metrics on http://127' "$LOG"
@@ -67,7 +72,7 @@ is "$(stj '[(c["name"],c["service"],c["judged"],c["skipped"]) for c in sorted(d[
 	'[["hst_plain_1","plain",false,"no healthcheck"],["hst_web_1","web",true,null]]' \
 	"status: every container of the project, judged or why not"
 is "$(stj 'd["config"]["interval"]["value"], d["config"]["interval"]["from"], d["config"]["listen"]["from"], d["config"]["runtime_file"]["from"]')" \
-	"[1,\"file $DH_T/cfg.json\",\"flag --listen\",\"flag --runtime-file\"]" \
+	"[1,\"file $T/cfg.json\",\"flag --listen\",\"flag --runtime-file\"]" \
 	"status: config values say where they came from"
 is "$(stj 'd["history"][-1]["trigger"], d["history"][-1]["healthy"]')" '["start",true]' \
 	"history: the first verdict, trigger start"
@@ -106,9 +111,9 @@ POLLS=$((POLLS + 3)) # poll's own count was lost in the subshell
 ! printf '%s' "$pub" | grep -aq "$MARKER"
 ok $? "the marker is in no public answer (JSON, protobuf, Version)"
 for path in /status /metrics /reload /prpc/v1/status /../status; do
-	code=$(curl -s -o "$DH_T/pub.out" -w '%{http_code}' -X GET --path-as-is "http://127.0.0.1:$PORT$path")
+	code=$(curl -s -o "$T/pub.out" -w '%{http_code}' -X GET --path-as-is "http://127.0.0.1:$PORT$path")
 	code2=$(curl -s -o /dev/null -w '%{http_code}' -X POST --path-as-is "http://127.0.0.1:$PORT$path")
-	! grep -q "$MARKER\|containers" "$DH_T/pub.out" && [ "$code" = 404 ] && [ "$code2" = 404 ]
+	! grep -q "$MARKER\|containers" "$T/pub.out" && [ "$code" = 404 ] && [ "$code2" = 404 ]
 	ok $? "public listener: $path is not the local view ($code, $code2)"
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/status")
@@ -127,39 +132,39 @@ is "$(stj '[(p["count"], p["last_healthy"]) for p in d["pollers"] if p["address"
 	"[[$POLLS,true]]" "pollers: 127.0.0.1 with the right count and what it was last told"
 
 # --- metrics -------------------------------------------------------------------
-curl -s --unix-socket "$CTL" http://x/metrics >"$DH_T/m.txt"
-promtool check metrics <"$DH_T/m.txt" >"$DH_T/promtool.out" 2>&1
+curl -s --unix-socket "$CTL" http://x/metrics >"$T/m.txt"
+promtool check metrics <"$T/m.txt" >"$T/promtool.out" 2>&1
 ok $? "promtool check metrics passes"
-sed 's/^/# /' "$DH_T/promtool.out"
+sed 's/^/# /' "$T/promtool.out"
 curl -s "http://127.0.0.1:$MPORT/metrics" | promtool check metrics >/dev/null 2>&1
 ok $? "metrics listener: /metrics, and it passes promtool"
-metric() { awk -v m="$1" '$1 == m { print $2 }' "$DH_T/m.txt"; }
-st >"$DH_T/s.json"
+metric() { awk -v m="$1" '$1 == m { print $2 }' "$T/m.txt"; }
+st >"$T/s.json"
 is "$(metric dstack_healthd_healthy)" \
-	"$(dh_json 'int(d["verdict"]["healthy"])' <"$DH_T/s.json")" "metrics: healthy matches /status"
+	"$(dh_json 'int(d["verdict"]["healthy"])' <"$T/s.json")" "metrics: healthy matches /status"
 is "$(metric 'dstack_healthd_health_requests_total{code="200"}')" \
-	"$(dh_json 'sum(p["count"] for p in d["pollers"])' <"$DH_T/s.json")" \
+	"$(dh_json 'sum(p["count"] for p in d["pollers"])' <"$T/s.json")" \
 	"metrics: Health requests answered 200 match the pollers' counts"
-is "$(metric dstack_healthd_pollers)" "$(dh_json 'len(d["pollers"])' <"$DH_T/s.json")" \
+is "$(metric dstack_healthd_pollers)" "$(dh_json 'len(d["pollers"])' <"$T/s.json")" \
 	"metrics: pollers matches /status"
 is "$(metric 'dstack_healthd_container_healthy{name="hst_web_1",service="web"}')" 1 \
 	"metrics: the judged container, healthy"
-is "$(metric dstack_healthd_verdict_changes_total)" "$(dh_json 'len(d["history"])' <"$DH_T/s.json")" \
+is "$(metric dstack_healthd_verdict_changes_total)" "$(dh_json 'len(d["history"])' <"$T/s.json")" \
 	"metrics: verdict changes match the history"
 like "$(metric 'dstack_healthd_info{version="0.1.0",source="docker"}')" "^1$" "metrics: info"
 
 # --- reload --------------------------------------------------------------------
-printf '{"interval": 2}\n' >"$DH_T/cfg.json"
+printf '{"interval": 2}\n' >"$T/cfg.json"
 out=$("$HEALTHD_BIN" reload --control-socket "$CTL"); rc=$?
 is "$rc" 0 "reload: applied, exit 0"
 like "$out" "interval: 1 → 2" "reload: says what changed, old → new"
 is "$(stj 'd["config"]["interval"]["value"]')" 2 "reload: in force at once (the answer came after it)"
-printf '{"interval": "soon"}\n' >"$DH_T/cfg.json"
+printf '{"interval": "soon"}\n' >"$T/cfg.json"
 out=$("$HEALTHD_BIN" reload --control-socket "$CTL" 2>&1); rc=$?
 is "$rc" 1 "reload: a bad config is refused, exit 1"
 like "$out" "refused.*cfg.json: interval" "reload: says why"
 is "$(stj 'd["config"]["interval"]["value"]')" 2 "reload: the running configuration stays"
-printf '{"interval": 1}\n' >"$DH_T/cfg.json"
+printf '{"interval": 1}\n' >"$T/cfg.json"
 "$DH_DOCKER" exec hst_web_1 rm /ok
 wait_for 20 verdict_is false
 printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":false}}' \
@@ -173,7 +178,7 @@ is "$(stj 'd["history"][0]["trigger"], d["history"][0]["healthy"]')" '["reload",
 kill -HUP "$AGENT"
 wait_for 10 sh -c "[ \$(grep -c 'notice: reloaded' '$LOG') -ge 3 ]"
 ok $? "SIGHUP still reloads"
-out=$("$HEALTHD_BIN" status --control-socket "$DH_T/nothing.sock" 2>&1); rc=$?
+out=$("$HEALTHD_BIN" status --control-socket "$T/nothing.sock" 2>&1); rc=$?
 is "$rc" 3 "dstack-healthd status: exit 3 when the agent is not reachable"
 
 # --- 1000 distinct pollers -----------------------------------------------------
@@ -208,5 +213,5 @@ esac
 healthd_sanitizer_clean
 ok $? "no sanitizer report"
 dh_kill "$AGENT"
-timeout 120 docker-compose --no-ansi -p hst -f "$DH_T/probe.yml" down -t 1 >/dev/null 2>&1
+timeout 120 docker-compose --no-ansi -p hst -f "$T/probe.yml" down -t 1 >/dev/null 2>&1
 done_testing

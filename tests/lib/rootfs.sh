@@ -4,26 +4,61 @@
 # concurrent run waits on the lock rather than building it twice.
 ROOTFS_CACHE=${ROOTFS_CACHE:-/var/cache/dstack-healthd-tests}
 ROOTFS_SUITE=bookworm
-ROOTFS_MIRROR=${ROOTFS_MIRROR:-http://deb.debian.org/debian}
+# The mirror is this machine's own (rootfs_mirror); ROOTFS_MIRROR overrides.
+ROOTFS_MIRROR=${ROOTFS_MIRROR:-}
 # systemd to boot, curl to ask the agent, and the agent's shared libraries
 # (the container has no network, so dpkg -i cannot fetch them).
 ROOTFS_INCLUDE=systemd,systemd-sysv,dbus,curl,ca-certificates,libmicrohttpd12,libprotobuf-c1,libmbedtls14,libmbedx509-1,libmbedcrypto7,libsystemd0
+
+# rootfs_mirror: prints the first URI apt's sources give for the suite's main
+# component: one-line sources.list entries ("deb [opts] URI SUITE COMP...")
+# and deb822 .sources stanzas (Types/URIs/Suites/Components) alike.
+rootfs_mirror() {
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v s="$ROOTFS_SUITE" '
+			$1 == "deb" && $3 == s { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }'
+	done
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		awk -v s="$ROOTFS_SUITE" '
+			function has(list, w,   n, a, i) { n = split(list, a, /[ \t]+/); for (i = 1; i <= n; i++) if (a[i] == w) return 1; return 0 }
+			function stanza() {
+				if (has(t, "deb") && has(su, s) && has(c, "main") && tolower(en) != "no" && u != "") {
+					split(u, a, /[ \t]+/); print a[1]; exit
+				}
+				t = u = su = c = en = ""
+			}
+			/^#/ { next }
+			/^[ \t]*$/ { stanza(); next }
+			{ k = tolower($0); sub(/:.*/, "", k); v = $0; sub(/^[^:]*:[ \t]*/, "", v) }
+			k == "types" { t = v } k == "uris" { u = v } k == "suites" { su = v }
+			k == "components" { c = v } k == "enabled" { en = v }
+			END { stanza() }' "$f"
+	done | head -n1
+}
 
 # rootfs_tarball: prints the path of the cached tarball, building it first if
 # today's is missing. Returns non-zero (with the reason on stderr) if
 # debootstrap fails.
 rootfs_tarball() {
-	local key tar tmp rc
+	local key tar tmp rc mirror
 	key=$(printf '%s %s' "$ROOTFS_SUITE" "$ROOTFS_INCLUDE" | sha256sum | cut -c1-12)
 	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-systemd-$(date +%Y%m%d)-$key.tar"
 	mkdir -p "$ROOTFS_CACHE" || return 1
 	(
 		flock 9 || exit 1
 		[ -s "$tar" ] && exit 0
+		mirror=${ROOTFS_MIRROR:-$(rootfs_mirror)}
+		if [ -z "$mirror" ]; then
+			echo "apt's sources name no $ROOTFS_SUITE main; set ROOTFS_MIRROR" >&2
+			exit 1
+		fi
 		tmp=$(mktemp -d "$ROOTFS_CACHE/build.XXXXXX") || exit 1
 		trap 'rm -rf "$tmp"' EXIT
 		if ! debootstrap --variant=minbase --include="$ROOTFS_INCLUDE" \
-			"$ROOTFS_SUITE" "$tmp/root" "$ROOTFS_MIRROR" >"$tmp/log" 2>&1; then
+			"$ROOTFS_SUITE" "$tmp/root" "$mirror" >"$tmp/log" 2>&1; then
 			echo "debootstrap failed; last lines:" >&2
 			tail -n 5 "$tmp/log" >&2
 			exit 1

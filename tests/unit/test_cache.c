@@ -8,7 +8,7 @@
 #include "base/cache.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static struct snapshot *make(int gen)
 {

@@ -8,7 +8,7 @@
 
 #include "agent/config.h"
 #include "base/json.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
 
@@ -224,13 +224,48 @@ static void test_origins(void)
 		char diff[1024];
 		int n = config_diff(&c, &d, diff, sizeof(diff));
 		is_int(n, 2, "config_diff: two options differ");
-		is_str(diff, "interval: 2 \u2192 0.5\nmetrics_listen: 127.0.0.1:9464 \u2192 \"\"\n",
+		is_str(diff, "metrics_listen: 127.0.0.1:9464 \u2192 \"\"\ninterval: 2 \u2192 0.5\n",
 		       "config_diff: old \u2192 new per line, empty shown as \"\"");
 		is_int(config_diff(&d, &d, diff, sizeof(diff)), 0, "config_diff: none against itself");
 		config_free(&d);
 	}
 	config_free(&c);
 	clear_env();
+}
+
+/* header_timeout: its default, and each source by the derived names. */
+static void test_header_timeout(void)
+{
+	const char *cfg = write_file("h.json", "{\"header_timeout\":0.5}");
+	char cflag[300];
+	snprintf(cflag, sizeof(cflag), "--config=%s", cfg);
+	static const struct {
+		const char *what, *env;
+		char *argv[4];
+		long long ms;
+	} cases[] = {
+		{ "default", NULL, { "x" }, 2000 },
+		{ "file key header_timeout", NULL, { "x", "CFG" }, 500 },
+		{ "env DSTACK_HEALTHD_HEADER_TIMEOUT", "1.5", { "x", "CFG" }, 1500 },
+		{ "flag --header-timeout", "1.5", { "x", "CFG", "--header-timeout=3" }, 3000 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[4] = { 0 };
+		int argc = 0;
+		for (; argc < 3 && cases[i].argv[argc]; argc++)
+			argv[argc] = strcmp(cases[i].argv[argc], "CFG") ? cases[i].argv[argc] : cflag;
+		clear_env();
+		if (cases[i].env)
+			setenv("DSTACK_HEALTHD_HEADER_TIMEOUT", cases[i].env, 1);
+		struct config c;
+		struct errbuf e;
+		int r = config_load(argc, argv, &c, &e);
+		ok(r == 0, "%s: loads", cases[i].what);
+		if (r == 0)
+			is_int(c.header_timeout_ms, cases[i].ms, "%s: header_timeout", cases[i].what);
+		config_free(&c);
+	}
+	unsetenv("DSTACK_HEALTHD_HEADER_TIMEOUT");
 }
 
 int main(void)
@@ -241,6 +276,7 @@ int main(void)
 	test_errors();
 	test_actions();
 	test_origins();
+	test_header_timeout();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

@@ -6,7 +6,7 @@
 
 #include "base/cleanup.h"
 #include "runtime/container.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define BAD INT64_MIN /* marks a case that must be refused */
 

@@ -9,7 +9,7 @@
 #include "health.pb-c.h"
 #include "prpc.pb-c.h"
 #include "rpc/encode.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 struct entry {
 	const char *name, *status;

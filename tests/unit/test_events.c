@@ -10,7 +10,7 @@
 #include "agent/refresh.h"
 #include "runtime/events.h"
 #include "runtime/http.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 /* ---- scheduling: event times in, refresh start times out ---- */
 
@@ -333,6 +333,33 @@ static void test_stream(void)
 	http_parser_free(&p);
 }
 
+/* A stream has no body cap, so the digit bound alone keeps a chunk size from
+ * wrapping: 0x10000000000000003 would otherwise frame a 3-byte chunk. */
+static void test_stream_chunk_size(void)
+{
+	static const struct {
+		const char *size;
+		int want;
+	} cases[] = {
+		{ "10000000000000003", -E2BIG },
+		{ "00000000000000003", -E2BIG },
+		{ "0000000000000003", 1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char in[256], body[64];
+		int status;
+		bool head_first;
+		int n = snprintf(in, sizeof(in),
+				 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+				 "%s\r\nabc\r\n0\r\n\r\n", cases[i].size);
+		int r = stream_parse(in, (size_t)n, (size_t)n, body, sizeof(body), &status,
+				     &head_first);
+		is_int(r, cases[i].want, "stream: chunk size %s", cases[i].size);
+		if (cases[i].want < 0)
+			is_str(body, "", "stream: chunk size %s: nothing handed out", cases[i].size);
+	}
+}
+
 int main(void)
 {
 	test_sched();
@@ -341,5 +368,6 @@ int main(void)
 	test_lines();
 	test_parse();
 	test_stream();
+	test_stream_chunk_size();
 	return done_testing();
 }

@@ -7,7 +7,7 @@
 
 #include "base/cleanup.h"
 #include "runtime/http.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 struct outcome {
 	int rc; /* 1 complete, or a negative errno */
@@ -91,6 +91,7 @@ static const struct pcase cases[] = {
 	{ "chunked", H200 TE "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", 100, 1, 200, "hello world" },
 	{ "chunked, extensions and trailers",
 	  H200 TE "\r\n5;a=b;c=\"d\"\r\nhello\r\n0 ;x\r\nX-Trailer: t\r\nY: u\r\n\r\n", 100, 1, 200, "hello" },
+	{ "chunk size of 16 digits", H200 TE "\r\n0000000000000003\r\nabc\r\n0\r\n\r\n", 100, 1, 200, "abc" },
 	{ "chunked, hex case and zeros", H200 TE "\r\n000A\r\n0123456789\r\n00\r\n\r\n", 100, 1, 200, "0123456789" },
 	{ "Transfer-Encoding case-insensitive", H200 "transfer-encoding: Chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", 100, 1, 200, "x" },
 	{ "chunked at the cap", H200 TE "\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", 5, 1, 200, "abcde" },
@@ -115,7 +116,11 @@ static const struct pcase cases[] = {
 	{ "length over the cap", H200 "Content-Length: 11\r\n\r\n", 10, -E2BIG, 0, "response body exceeds 10 bytes" },
 	{ "EOF body over the cap", H200 "\r\n0123456789A", 10, -E2BIG, 0, "response body exceeds 10 bytes" },
 	{ "chunks over the cap", H200 TE "\r\n6\r\nabcdef\r\n5\r\nghijk\r\n0\r\n\r\n", 10, -E2BIG, 0, "response body exceeds 10 bytes" },
-	{ "chunk size overflow", H200 TE "\r\nffffffffffffffffffffffff\r\n", 100, -E2BIG, 0, "response body exceeds" },
+	{ "chunk size overflow", H200 TE "\r\nffffffffffffffffffffffff\r\n", 100, -E2BIG, 0, "more than 16 hex digits" },
+	{ "chunk size of 17 digits that wraps to 3",
+	  H200 TE "\r\n10000000000000003\r\nabc\r\n0\r\n\r\n", 100, -E2BIG, 0, "more than 16 hex digits" },
+	{ "chunk size of 17 digits, leading zeros", H200 TE "\r\n00000000000000003\r\nabc\r\n0\r\n\r\n", 100, -E2BIG, 0, "more than 16 hex digits" },
+	{ "chunk size of 16 digits over the cap", H200 TE "\r\nffffffffffffffff\r\n", 100, -E2BIG, 0, "response body exceeds 100 bytes" },
 	{ "bad chunk size", H200 TE "\r\nxyz\r\n", 100, -EPROTO, 0, "malformed chunk size" },
 	{ "empty chunk size", H200 TE "\r\n\r\nabc\r\n", 100, -EPROTO, 0, "malformed chunk size" },
 	{ "negative chunk size", H200 TE "\r\n-5\r\nhello\r\n0\r\n\r\n", 100, -EPROTO, 0, "malformed chunk size" },

@@ -9,7 +9,7 @@
 
 #include "base/cleanup.h"
 #include "runtime/inspect.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define RECORDED "tests/fakes/nerdctl-data/docker-20.10-inspect.json"
 
@@ -145,6 +145,36 @@ static void test_nerdctl_shapes(void)
 	}
 }
 
+/* The project label is kept for nerdctl's second check: absent is NULL. */
+static void test_project_label(void)
+{
+	static const struct {
+		const char *config, *want;
+	} cases[] = {
+		{ "", NULL },
+		{ ",\"Config\":{\"Labels\":{}}", NULL },
+		{ ",\"Config\":{\"Labels\":{\"com.docker.compose.project\":null}}", NULL },
+		{ ",\"Config\":{\"Labels\":{\"com.docker.compose.project\":\"demo\"}}", "demo" },
+		{ ",\"Config\":{\"Labels\":{\"com.docker.compose.project\":\"d\\u0065mo\"}}",
+		  "demo" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char in[512];
+		struct json j;
+		struct container c = { 0 };
+		struct errbuf e = { "" };
+		snprintf(in, sizeof(in), "{\"Id\":\"a\",\"State\":{}%s}", cases[i].config);
+		int r = json_parse(&j, in, strlen(in), 256, &e);
+		if (r == 0)
+			r = inspect_parse_object(&j, 0, &c, &e);
+		is_int(r, 0, "project label case %zu parses (%s)", i, e.msg);
+		is_str(c.project ? c.project : "(null)", cases[i].want ? cases[i].want : "(null)",
+		       "project label case %zu", i);
+		container_free(&c);
+		json_free(&j);
+	}
+}
+
 static void test_errors(void)
 {
 	static const struct {
@@ -179,6 +209,9 @@ static void test_errors(void)
 		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Labels\":"
 		  "{\"com.docker.compose.oneoff\":true}}}",
 		  "Config.Labels[com.docker.compose.oneoff]: expected a string" },
+		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Labels\":"
+		  "{\"com.docker.compose.project\":[\"demo\"]}}}",
+		  "Config.Labels[com.docker.compose.project]: expected a string" },
 		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Healthcheck\":[]}}",
 		  "Config.Healthcheck: expected an object" },
 		{ "{\"Id\":\"a\",\"State\":{},\"Config\":{\"Healthcheck\":{\"Test\":\"x\"}}}",
@@ -273,6 +306,7 @@ int main(void)
 	test_recorded_docker();
 	test_nerdctl_shapes();
 	test_errors();
+	test_project_label();
 	test_healthcheck_config();
 	test_array();
 	return done_testing();

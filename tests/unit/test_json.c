@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/json.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static void test_parse(void)
 {

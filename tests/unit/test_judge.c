@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "runtime/container.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define MAXC 5
 #define S 1000000000LL /* one second in ns */

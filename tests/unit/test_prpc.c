@@ -4,7 +4,7 @@
 
 #include "base/cleanup.h"
 #include "rpc/prpc.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define B(s) s, sizeof(s) - 1 /* a body literal with its exact length */
 #define NOBODY NULL, 0

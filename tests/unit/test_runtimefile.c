@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/runtimefile.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static void test_parse(void)
 {

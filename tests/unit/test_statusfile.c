@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "statusfile/statusfile.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 #define NOW 1771234567
 
@@ -21,7 +21,10 @@ static const char ONE_LINE[] = "the status file has only one line; line 2 must b
 			       "the Unix timestamp at which it was written";
 static const char BAD_WORD[] = "line 1 is neither healthy nor unhealthy";
 static const char BAD_TIME[] = "line 2 is not a Unix timestamp in seconds";
-static const char THREE[] = "the status file has more than two lines";
+#define AHEAD(s) "written " s " s in the future; more than 60 s ahead counts as " \
+		 "unhealthy (line 2 must be in seconds, not milliseconds)"
+static const char FUTURE[] = AHEAD("61");
+static const char NOT_UTF8[] = "the status file cannot be read as text: it is not valid UTF-8";
 static const char REPORTS[] = "the app reports unhealthy";
 
 static void test_parse(void)
@@ -43,11 +46,18 @@ static void test_parse(void)
 		  "written 75 s ago; older than 60 s counts as unhealthy" },
 		{ "epoch", "healthy\n0\n",
 		  "written 1771234567 s ago; older than 60 s counts as unhealthy" },
-		{ "in the future", "healthy\n1771239999\n", NULL },
-		{ "far future", "healthy\n9223372036854775807\n", NULL },
+		{ "exactly 60 s ahead", "healthy\n1771234627\n", NULL },
+		{ "61 s ahead", "healthy\n1771234628\n", FUTURE },
+		{ "milliseconds by mistake", "healthy\n1771234567000\n", AHEAD("1769463332433") },
+		{ "far future", "healthy\n9223372036854775807\n", AHEAD("9223372035083541240") },
+		{ "UINT64_MAX", "healthy\n18446744073709551615\n", AHEAD("18446744071938317048") },
 		{ "unhealthy", "unhealthy\n1771234567\n", REPORTS },
 		{ "unhealthy mixed case", "UnHealthy\n1771234567\n", REPORTS },
-		{ "unhealthy and stale", "unhealthy\n1\n", REPORTS },
+		{ "unhealthy and stale: stale is named", "unhealthy\n1\n",
+		  "written 1771234566 s ago; older than 60 s counts as unhealthy" },
+		{ "unhealthy and in the future: the age is named", "unhealthy\n1771234628\n",
+		  FUTURE },
+		{ "unknown word and stale: the age is named", "nope\n1771234506\n", STALE },
 		{ "empty", "", EMPTY },
 		{ "only newlines", "\n\n\n", EMPTY },
 		{ "only blanks", " \t\r\n \n", EMPTY },
@@ -59,20 +69,37 @@ static void test_parse(void)
 		{ "two words", "healthy yes\n1771234567\n", BAD_WORD },
 		{ "empty line 1", "\n1771234567\n", BAD_WORD },
 		{ "unknown word, one line", "garbage", ONE_LINE },
-		{ "unknown word and bad number", "nope\nsoon\n", BAD_WORD },
+		{ "unknown word and bad number: line 2 is named", "nope\nsoon\n", BAD_TIME },
+		{ "unknown word, no line 2: line 2 is named", "nope\n", ONE_LINE },
 		{ "BOM is not stripped", "\xef\xbb\xbfhealthy\n1771234567\n", BAD_WORD },
 		{ "NUL in line 1", "heal\0thy\n1771234567\n", BAD_WORD },
 		{ "bad number", "healthy\nsoon\n", BAD_TIME },
 		{ "empty line 2 then more", "healthy\n\n1771234567\n", BAD_TIME },
 		{ "negative", "healthy\n-5\n", BAD_TIME },
-		{ "plus sign", "healthy\n+1771234567\n", BAD_TIME },
+		{ "plus sign", "healthy\n+1771234567\n", NULL },
+		{ "plus sign, padded", "healthy\n \t+1771234567 \r\n", NULL },
+		{ "plus alone", "healthy\n+\n", BAD_TIME },
+		{ "two plus signs", "healthy\n++1771234567\n", BAD_TIME },
+		{ "plus then blank", "healthy\n+ 1771234567\n", BAD_TIME },
+		{ "plus minus", "healthy\n+-1771234567\n", BAD_TIME },
 		{ "fraction", "healthy\n1771234567.5\n", BAD_TIME },
 		{ "milliseconds overflow", "healthy\n99999999999999999999\n", BAD_TIME },
-		{ "one past INT64_MAX", "healthy\n9223372036854775808\n", BAD_TIME },
+		{ "one past UINT64_MAX", "healthy\n18446744073709551616\n", BAD_TIME },
 		{ "hex", "healthy\n0x10\n", BAD_TIME },
 		{ "two numbers", "healthy\n1771234567 1\n", BAD_TIME },
-		{ "third line", "healthy\n1771234567\nextra\n", THREE },
-		{ "third line after blank", "healthy\n1771234567\n\nextra", THREE },
+		{ "third line ignored", "healthy\n1771234567\nextra\n", NULL },
+		{ "third line after blank ignored", "healthy\n1771234567\n\nextra", NULL },
+		{ "second timestamp ignored", "healthy\n1771234567\n1\nunhealthy\n", NULL },
+		{ "third line does not rescue line 1", "unhealthy\n1771234567\nhealthy\n", REPORTS },
+		{ "UTF-8 on line 3", "healthy\n1771234567\nall good \xc3\xbc \xe2\x82\xac "
+		  "\xf0\x9f\x98\x80\n", NULL },
+		{ "invalid UTF-8 after two good lines", "healthy\n1771234567\n\xff\n", NOT_UTF8 },
+		{ "overlong encoding", "healthy\n1771234567\n\xc0\xaf\n", NOT_UTF8 },
+		{ "surrogate", "healthy\n1771234567\n\xed\xa0\x80\n", NOT_UTF8 },
+		{ "truncated character at the end", "healthy\n1771234567\n\xc3", NOT_UTF8 },
+		{ "invalid UTF-8 on line 1", "\xffhealthy\n1771234567\n", NOT_UTF8 },
+		{ "invalid UTF-8 beats a bad line 2", "healthy\nsoon\xff\n", NOT_UTF8 },
+		{ "UTF-8 word on line 1", "h\xc3\xa9" "althy\n1771234567\n", BAD_WORD },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char reason[256] = "untouched";
@@ -97,7 +124,7 @@ static void test_never_quoted(void)
 	static const char *inputs[] = {
 		"MARKER-SECRET\n1771234567\n",
 		"healthy\nMARKER-SECRET\n",
-		"healthy\n1771234567\nMARKER-SECRET\n",
+		"MARKER-SECRET\n1771234567\nMARKER\n",
 		"MARKER-SECRET",
 	};
 	for (size_t i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++) {
@@ -184,6 +211,24 @@ static void test_files(void)
 	memset(big + strlen(good), '\n', sizeof(big) - strlen(good));
 	write_file("big", big, sizeof(big));
 	write_file("max", big, STATUSFILE_MAX_BYTES);
+	/* Upstream judges the first 4096 bytes as if the file ended there. */
+	static char buf[STATUSFILE_MAX_BYTES + 64];
+	size_t pad = STATUSFILE_MAX_BYTES - 1 - 7; /* line 1 fills bytes 0..4094 */
+	memcpy(buf, "healthy", 7);
+	memset(buf + 7, ' ', pad);
+	memcpy(buf + 7 + pad, "\n1771234567\n", 12);
+	write_file("line2-beyond", buf, 7 + pad + 12);
+	pad -= 9; /* line 2 starts at byte 4087: 9 of its 10 digits are read */
+	memcpy(buf + 7 + pad, "\n1771234567\n", 12);
+	write_file("line2-cut", buf, 7 + pad + 12);
+	memcpy(buf, good, strlen(good));
+	memset(buf + strlen(good), 'a', STATUSFILE_MAX_BYTES - strlen(good));
+	memcpy(buf + STATUSFILE_MAX_BYTES - 1, "\xc3\xa9", 2); /* cut by the bound */
+	write_file("utf8-cut", buf, STATUSFILE_MAX_BYTES + 1);
+	memcpy(buf + STATUSFILE_MAX_BYTES - 1, "a\xff", 2); /* beyond the bound */
+	write_file("bad-utf8-beyond", buf, STATUSFILE_MAX_BYTES + 1);
+	write_file("three-lines", "healthy\n1771234567\nstarted by cron\n", 35);
+	write_file("bad-utf8", "healthy\n1771234567\n\x80\n", 21);
 	path_of(p, sizeof(p), "fifo");
 	ok(mkfifo(p, 0600) == 0, "make a FIFO");
 	path_of(p, sizeof(p), "sub");
@@ -223,7 +268,15 @@ static void test_files(void)
 	judge_case("dangling symlink", "dangling", "does not exist");
 	judge_case("symlink loop", "loop", "too many levels of symbolic links");
 	judge_case("file of exactly 4096 bytes", "max", NULL);
-	judge_case("file over 4096 bytes", "big", "is larger than 4096 bytes");
+	judge_case("file over 4096 bytes: judged on the first 4096", "big", NULL);
+	judge_case("line 2 starts at byte 4096: one line", "line2-beyond",
+		   "the status file has only one line");
+	judge_case("line 2 cut at byte 4096: parsed as read", "line2-cut",
+		   "written 1594111111 s ago");
+	judge_case("character cut at byte 4096: not UTF-8", "utf8-cut", "not valid UTF-8");
+	judge_case("bytes after 4096 are never read", "bad-utf8-beyond", NULL);
+	judge_case("a third line is ignored", "three-lines", NULL);
+	judge_case("invalid UTF-8 after two good lines", "bad-utf8", "not valid UTF-8");
 
 	/* The path is shown cleaned of control characters and cut at 256 bytes. */
 	path_of(p, sizeof(p), "evil\n\x1b[31mname");

@@ -11,7 +11,7 @@
 #include "base/view.h"
 #include "runtime/inspect.h"
 #include "statusfile/statusfile.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 static struct poller_addr v4(unsigned n)
 {
@@ -187,6 +187,13 @@ static void test_statusfile_peek(void)
 		{ "UNHEALTHY\n1700000000", "unhealthy", true, 1700000000 },
 		{ "maybe\nsoon\n", "", false, 0 },
 		{ "", "", false, 0 },
+		/* The failclosed rules: '+' and padding as the judge reads them, a
+		 * future time shown as written, bytes that are not UTF-8 not parsed,
+		 * a time too large to print not shown. */
+		{ " healthy \r\n+1700000000 \r\n", "healthy", true, 1700000000 },
+		{ "healthy\n99999999999\n", "healthy", true, 99999999999 },
+		{ "healthy\n1700000000\n\xff", "", false, 0 },
+		{ "healthy\n18446744073709551615\n", "healthy", false, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
 		struct statusfile_info in = { 0 };

@@ -1,0 +1,55 @@
+SUMMARY = "Health agent of a dstack confidential VM"
+DESCRIPTION = "dstack-healthd answers the dstack gateway's question: can this \
+instance serve? A refresh thread recomputes a verdict every 5 s from the \
+healthchecks of the app's Compose containers (Docker Engine API or nerdctl) \
+or from a status file the app writes; a libmicrohttpd thread serves it as \
+pRPC at /prpc/v1/Health on port 8090."
+SECTION = "admin"
+LICENSE = "Apache-2.0"
+LIC_FILES_CHKSUM = "file://LICENSE;md5=3b83ef96387f14655fc854ddc3c6bd57"
+
+# The layer that carries this recipe pins the source: the git URL of this
+# repository in DSTACK_HEALTHD_GIT (a git:// URL with protocol= and branch=)
+# and the commit in SRCREV. Without them the recipe is skipped, not an error.
+DSTACK_HEALTHD_GIT ??= ""
+SRC_URI = "${DSTACK_HEALTHD_GIT}"
+python () {
+    if not d.getVar('DSTACK_HEALTHD_GIT'):
+        raise bb.parse.SkipRecipe("set DSTACK_HEALTHD_GIT and SRCREV to the dstack-healthd repository and commit")
+}
+PV = "0.1.0+git"
+S = "${WORKDIR}/git"
+
+# The five libraries (jsmn is header-only, mbedtls has no .pc file and is
+# linked by name), and protoc-c for the build machine: the .c it generates
+# from rpc/*.proto is the same for every target.
+DEPENDS = "libmicrohttpd protobuf-c jsmn mbedtls systemd protobuf-c-native"
+
+inherit pkgconfig systemd
+
+# The Makefile adds the project's own flags (-std=c11, warnings, hardening,
+# PIE) to these rather than replacing them, makes no warning an error unless
+# WERROR=1, and never installs or fetches anything: do_compile and do_install
+# need no network. tests/e2e/cross.sh drives it the same way.
+EXTRA_OEMAKE = "\
+    CC='${CC}' AR='${AR}' \
+    CFLAGS='${CFLAGS}' CPPFLAGS='${CPPFLAGS}' LDFLAGS='${LDFLAGS}' \
+    PKG_CONFIG='pkg-config' PROTOC_C='protoc-c' \
+    BUILD='${B}/build' \
+    PREFIX='${prefix}' SBINDIR='${sbindir}' MANDIR='${mandir}' \
+    DOCDIR='${docdir}/${BPN}' SYSTEMDUNITDIR='${systemd_system_unitdir}' \
+"
+
+# The daemon only: the unit test binaries are for the build machine.
+do_compile() {
+    oe_runmake '${B}/build/dstack-healthd'
+}
+
+do_install() {
+    oe_runmake install DESTDIR='${D}'
+}
+
+# Both units are enabled, as the Debian package does: the socket holds port
+# 8090 from early boot and across restarts of the agent.
+SYSTEMD_SERVICE:${PN} = "dstack-healthd.service dstack-healthd.socket"
+SYSTEMD_AUTO_ENABLE:${PN} = "enable"

@@ -1,0 +1,426 @@
+#include "rpc/gate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/cleanup.h"
+#include "base/clock.h"
+
+/* Accepted per turn of the loop before libmicrohttpd reads them. It also
+ * bounds the connections being closed beyond the slots at any moment, so
+ * the daemon's own limit is slots + ACCEPT_BATCH and is never what refuses
+ * a connection. */
+#define ACCEPT_BATCH 64
+/* After accept() fails for want of fds or memory, the next try. */
+#define RETRY_MS 100
+
+/* A connection we accepted; in the waiting list until it has completed a
+ * request, and again from the end of each one. One that has sent nothing
+ * yet is parked in the gate's own epoll set, not handed to the daemon, so
+ * that its first bytes can be looked at before libmicrohttpd reads them
+ * (and it holds no libmicrohttpd memory while it is silent). */
+struct conn {
+	struct conn *prev, *next; /* waiting list (oldest first), or free list */
+	int64_t since;            /* accept, or the end of the previous request */
+	int fd;
+	bool ours;                /* not handed to the daemon (yet) */
+	bool parked;              /* ours, and in our epoll set */
+	bool doomed;              /* shut down; the daemon closes it next turn */
+};
+
+struct gate {
+	struct MHD_Daemon *d;
+	int lfd, ep, stop_fd, mhd_fd;
+	pthread_t thread;
+	bool listening;
+	int64_t retry_at;
+	unsigned slots, pool, open, doomed; /* open: parked ones too */
+	struct conn *adding; /* being handed to the daemon */
+	int64_t head_timeout_ms;
+	struct conn *conns, *free_list;
+	struct conn waiting; /* sentinel of a circular list */
+	MHD_RequestCompletedCallback completed;
+	void *completed_cls;
+};
+
+static void unlink_conn(struct conn *k)
+{
+	k->prev->next = k->next;
+	k->next->prev = k->prev;
+	k->prev = k->next = k;
+}
+
+static void wait_from(struct gate *g, struct conn *k, int64_t now)
+{
+	k->since = now;
+	k->prev = g->waiting.prev;
+	k->next = &g->waiting;
+	g->waiting.prev->next = k;
+	g->waiting.prev = k;
+}
+
+static struct conn *conn_get(struct gate *g, int fd, int64_t now)
+{
+	struct conn *k = g->free_list;
+	g->free_list = k->next;
+	k->fd = fd;
+	k->ours = true;
+	k->parked = k->doomed = false;
+	wait_from(g, k, now);
+	g->open++;
+	return k;
+}
+
+static void conn_put(struct gate *g, struct conn *k)
+{
+	k->next = g->free_list;
+	g->free_list = k;
+	g->open--;
+}
+
+static struct conn *oldest(struct gate *g)
+{
+	return g->waiting.next == &g->waiting ? NULL : g->waiting.next;
+}
+
+/* libmicrohttpd has no call to close a connection it owns: a socket shut
+ * down both ways reads as end of stream at its next turn, and it closes the
+ * connection then, on this thread, so the fd cannot have been reused. */
+static void doom(struct gate *g, struct conn *k)
+{
+	unlink_conn(k);
+	if (k->ours) { /* closing also leaves our epoll set */
+		close(k->fd);
+		k->parked = false;
+		conn_put(g, k);
+		return;
+	}
+	k->doomed = true;
+	g->doomed++;
+	shutdown(k->fd, SHUT_RDWR);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct gate *g = cls;
+	struct conn *k = *socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		/* Called from within MHD_add_connection(), on this thread. */
+		*socket_context = g->adding;
+		g->adding = NULL;
+		return;
+	}
+	if (!k)
+		return;
+	if (k->doomed)
+		g->doomed--;
+	else
+		unlink_conn(k);
+	conn_put(g, k);
+	*socket_context = NULL;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct gate *g = cls;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		struct conn *k = ci ? ci->socket_context : NULL;
+		if (k && !k->doomed) { /* kept alive: the next request's clock */
+			unlink_conn(k);
+			wait_from(g, k, clock_mono_ms());
+		}
+	}
+	if (g->completed)
+		g->completed(g->completed_cls, c, req_cls, toe);
+}
+
+/* Closes what is past its deadline; ms to the next deadline, or -1. */
+static int sweep(struct gate *g, int64_t now)
+{
+	struct conn *k;
+	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms)
+		doom(g, k);
+	return k ? (int)(k->since + g->head_timeout_ms - now) : -1;
+}
+
+static bool has_room(struct gate *g)
+{
+	return g->open < g->pool && (g->open - g->doomed < g->slots || oldest(g));
+}
+
+/* While nothing can be accepted the listener leaves the epoll set (it is
+ * level-triggered and would spin); connections wait in the backlog. */
+static void set_listening(struct gate *g, bool on)
+{
+	struct epoll_event ev = { .events = on ? EPOLLIN : 0, .data.ptr = &g->lfd };
+	if (on != g->listening && epoll_ctl(g->ep, EPOLL_CTL_MOD, g->lfd, &ev) == 0)
+		g->listening = on;
+}
+
+/* Whether the first bytes can start a request: optional empty lines, then
+ * a method token and a space. Anything else (binary, a TLS hello) is closed
+ * at once; libmicrohttpd would wait on some of it (a line that starts with
+ * a NUL reads to it as an empty line). */
+static bool looks_like_http(const unsigned char *p, size_t n)
+{
+	size_t i = 0, tok = 0;
+	while (i < n && (p[i] == '\r' || p[i] == '\n'))
+		i++;
+	for (; i < n && p[i] != ' '; i++, tok++)
+		if (p[i] <= ' ' || p[i] >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", p[i]))
+			return false;
+	return i == n || tok > 0;
+}
+
+/* A connection's first look: 1 to hand to the daemon, 0 to wait for its
+ * first bytes, -1 to close (garbage, or gone). */
+static int first_look(int fd)
+{
+	unsigned char buf[32];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+	return n > 0 && looks_like_http(buf, (size_t)n) ? 1 : -1;
+}
+
+static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
+{
+	g->adding = k;
+	/* Closes the fd when refused; the slot is then ours to free. */
+	if (MHD_add_connection(g->d, k->fd, sa, alen) != MHD_YES || g->adding) {
+		g->adding = NULL;
+		unlink_conn(k);
+		conn_put(g, k);
+	}
+}
+
+static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
+{
+	int r = first_look(k->fd);
+	if (r < 0) {
+		doom(g, k);
+	} else if (r > 0) {
+		if (k->parked)
+			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
+		k->parked = k->ours = false;
+		hand_over(g, k, sa, alen);
+	} else if (!k->parked) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = k };
+		k->parked = true;
+		if (epoll_ctl(g->ep, EPOLL_CTL_ADD, k->fd, &ev) < 0)
+			doom(g, k);
+	}
+}
+
+static void take_new(struct gate *g, int64_t now)
+{
+	for (int n = 0; n < ACCEPT_BATCH; n++) {
+		if (!has_room(g)) {
+			set_listening(g, false);
+			return;
+		}
+		union {
+			struct sockaddr sa;
+			struct sockaddr_storage ss;
+		} a;
+		socklen_t alen = sizeof(a);
+		int fd = accept4(g->lfd, &a.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK) { /* EMFILE, ENOBUFS... */
+				g->retry_at = now + RETRY_MS;
+				set_listening(g, false);
+			}
+			return;
+		}
+		/* Full: the connection that has waited longest for its request
+		 * makes room (a poll in the backlog is newer than any of them). */
+		if (g->open - g->doomed >= g->slots)
+			doom(g, oldest(g));
+		look(g, conn_get(g, fd, now), &a.sa, alen);
+	}
+}
+
+/* A parked connection's first bytes (or its end) arrived. It may have
+ * been closed since, earlier in the same batch of events (to make room). */
+static void unpark(struct gate *g, struct conn *k)
+{
+	if (!k->parked)
+		return;
+	union {
+		struct sockaddr sa;
+		struct sockaddr_storage ss;
+	} a;
+	socklen_t alen = sizeof(a);
+	if (getpeername(k->fd, &a.sa, &alen) < 0)
+		doom(g, k);
+	else
+		look(g, k, &a.sa, alen);
+}
+
+static void *gate_run(void *arg)
+{
+	struct gate *g = arg;
+	struct epoll_event ev[64];
+	for (;;) {
+		int64_t now = clock_mono_ms();
+		int wait = sweep(g, now);
+		if (!g->listening && has_room(g)) {
+			if (now >= g->retry_at)
+				set_listening(g, true);
+			else if (wait < 0 || g->retry_at - now < wait)
+				wait = (int)(g->retry_at - now);
+		}
+		MHD_UNSIGNED_LONG_LONG mt;
+		if (MHD_get_timeout(g->d, &mt) == MHD_YES && (wait < 0 || mt < (unsigned)wait))
+			wait = mt > INT_MAX ? INT_MAX : (int)mt;
+		int n = epoll_wait(g->ep, ev, ARRAY_SIZE(ev), wait);
+		for (int i = 0; i < n; i++) {
+			void *p = ev[i].data.ptr;
+			if (p == &g->stop_fd)
+				return NULL;
+			if (p == &g->lfd)
+				take_new(g, clock_mono_ms());
+			else if (p != &g->mhd_fd)
+				unpark(g, p);
+		}
+		MHD_run(g->d);
+	}
+}
+
+/* The soft fd limit raised to fit want (systemd leaves it at 1024 and
+ * expects a program that needs more, and polls with epoll, to raise it);
+ * what fits if it cannot be. Past the fd limit accept() fails. */
+static rlim_t raise_fd_limit(rlim_t want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return want;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		struct rlimit up = { .rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ?
+							 want : rl.rlim_max,
+				     .rlim_max = rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = up.rlim_cur;
+	}
+	return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > want ? want : rl.rlim_cur;
+}
+
+static unsigned slots_that_fit(unsigned slots)
+{
+	const rlim_t spare = 64; /* the agent's own fds, nerdctl's pipes */
+	rlim_t fit = raise_fd_limit((rlim_t)slots + ACCEPT_BATCH + spare);
+	if (fit >= (rlim_t)slots + ACCEPT_BATCH + spare)
+		return slots;
+	return fit > ACCEPT_BATCH + 2 * spare ? (unsigned)(fit - ACCEPT_BATCH - spare) : 16;
+}
+
+static void gate_free(struct gate *g)
+{
+	if (g->d)
+		MHD_stop_daemon(g->d);
+	if (g->ep >= 0)
+		close(g->ep);
+	if (g->stop_fd >= 0)
+		close(g->stop_fd);
+	if (g->lfd >= 0)
+		close(g->lfd);
+	free(g->conns);
+	free(g);
+}
+
+/* Our own fds are told apart from parked connections by address. */
+static int watch_fd(int ep, int *fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = fd };
+	return epoll_ctl(ep, EPOLL_CTL_ADD, *fd, &ev);
+}
+
+static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *err)
+{
+	int fl = fcntl(g->lfd, F_GETFL);
+	/* A listener from systemd comes blocking; accept must not block. */
+	if (fl < 0 || fcntl(g->lfd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return errbuf_set(err, errno, "listener: %s", strerror(errno));
+	g->slots = slots_that_fit(o->slots);
+	g->pool = g->slots + ACCEPT_BATCH;
+	g->head_timeout_ms = o->head_timeout_ms;
+	g->waiting.prev = g->waiting.next = &g->waiting;
+	if (!(g->conns = calloc(g->pool, sizeof(*g->conns))))
+		return errbuf_set(err, ENOMEM, "out of memory");
+	for (unsigned i = 0; i < g->pool; i++) {
+		g->conns[i].next = g->free_list;
+		g->free_list = &g->conns[i];
+	}
+	/* No thread of its own: this one drives it, so that deadlines and
+	 * accepting are decided where the connections live. */
+	g->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL,
+				o->handler, o->handler_cls,
+				MHD_OPTION_CONNECTION_LIMIT, g->pool,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, o->conn_memory,
+				MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, g,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, g,
+				MHD_OPTION_END);
+	if (!g->d)
+		return errbuf_set(err, errno ? errno : EINVAL, "libmicrohttpd would not start");
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(g->d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!di)
+		return errbuf_set(err, EINVAL, "libmicrohttpd has no epoll fd");
+	g->mhd_fd = di->epoll_fd;
+	if ((g->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (g->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+	    watch_fd(g->ep, &g->stop_fd) < 0 || watch_fd(g->ep, &g->mhd_fd) < 0 ||
+	    watch_fd(g->ep, &g->lfd) < 0)
+		return errbuf_set(err, errno, "epoll: %s", strerror(errno));
+	g->listening = true;
+	int e = pthread_create(&g->thread, NULL, gate_run, g);
+	if (e)
+		return errbuf_set(err, e, "starting the thread: %s", strerror(e));
+	return 0;
+}
+
+int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err)
+{
+	struct gate *g = calloc(1, sizeof(*g));
+	if (!g) {
+		close(o->listen_fd);
+		return errbuf_set(err, ENOMEM, "out of memory");
+	}
+	g->lfd = o->listen_fd;
+	g->ep = g->stop_fd = -1;
+	g->completed = o->completed;
+	g->completed_cls = o->completed_cls;
+	int r = gate_setup(g, o, err);
+	if (r < 0) {
+		gate_free(g);
+		return r;
+	}
+	*out = g;
+	return 0;
+}
+
+void gate_stop(struct gate *g)
+{
+	if (!g)
+		return;
+	uint64_t one = 1;
+	if (write(g->stop_fd, &one, sizeof(one)) == sizeof(one))
+		pthread_join(g->thread, NULL);
+	gate_free(g);
+}
