@@ -13,6 +13,9 @@
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
 # the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only.
 set -u
+# No agent started here creates the system-wide control socket; the one
+# measured with the view on passes --control-socket in $T.
+export DSTACK_HEALTHD_CONTROL_SOCKET=
 B=${1:-build}
 cd "$(dirname "$0")/.."
 D=${BENCH_SECONDS:-5}
