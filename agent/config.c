@@ -19,7 +19,8 @@
 #define CONFIG_MAX_BYTES (64 * 1024)
 #define PATH_MAX_WHERE 4200
 
-enum opt_type { OPT_STRING, OPT_SECONDS, OPT_BOOL, OPT_LOGLEVEL };
+/* OPT_STRING_EMPTY: a string where "" means "none". */
+enum opt_type { OPT_STRING, OPT_SECONDS, OPT_BOOL, OPT_LOGLEVEL, OPT_STRING_EMPTY };
 
 struct opt_def {
 	const char *name; /* flag without "--"; file key and env name derive from it */
@@ -38,6 +39,13 @@ static const struct opt_def opts[] = {
 	    "a connection that has not sent a whole request this\n"
 	    "long after its accept or its previous request is\n"
 	    "closed (default 2)"),
+	OPT("control-socket", OPT_STRING_EMPTY, control_socket, "PATH",
+	    "the operator's local view (status, metrics, reload), a unix socket\n"
+	    "only root can use; empty disables it\n"
+	    "(default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
+	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
+	    "also serve /metrics alone on this TCP HOST:PORT, e.g.\n"
+	    "127.0.0.1:9464; never a public address (default: none)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
 	    "the app's app-compose.json\n(default /dstack/.host-shared/app-compose.json)"),
 	OPT("runtime-file", OPT_STRING, runtime_file, "FILE",
@@ -96,7 +104,12 @@ void config_usage(FILE *f)
 		"  --once        run one refresh now, print the Health response as JSON and\n"
 		"                exit 0 if healthy, 1 if not, 2 on a usage or config error\n"
 		"  --version     print the version and exit\n"
-		"  -h, --help    print this help and exit\n",
+		"  -h, --help    print this help and exit\n"
+		"\nCommands, to a running agent over its control socket (as root):\n"
+		"  status [--json]  the operator's view: containers, last probes, pollers,\n"
+		"                   history; exit 0 healthy, 1 not, 3 agent not reachable\n"
+		"  reload           re-read the config and app-compose.json; prints what\n"
+		"                   changed or why it was refused; exit 0 applied, 1 refused\n",
 		CONFIG_DEFAULT_FILE);
 }
 
@@ -147,8 +160,9 @@ static int set_from_text(struct config *c, const struct opt_def *o, const char *
 			 const char *where, struct errbuf *err)
 {
 	switch (o->type) {
-	case OPT_STRING: {
-		if (!*s)
+	case OPT_STRING:
+	case OPT_STRING_EMPTY: {
+		if (!*s && o->type == OPT_STRING)
 			return errbuf_set(err, EINVAL, "%s: must not be empty", where);
 		char *d = strdup(s);
 		if (!d)
@@ -251,6 +265,7 @@ int config_parse_json(struct config *c, const char *path, const char *buf, size_
 			json_free(&j);
 			return r;
 		}
+		c->origin[o - opts] = CONFIG_FROM_FILE;
 	}
 	json_free(&j);
 	return 0;
@@ -292,7 +307,14 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->docker_host = strdup(dh && *dh ? dh : "unix:///var/run/docker.sock");
 	c->docker_cert_path = strdup(certdir);
 	c->nerdctl = strdup("nerdctl");
-	if (!c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
+	c->control_socket = strdup(CONFIG_DEFAULT_CONTROL_SOCKET);
+	c->metrics_listen = strdup("");
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+		if ((opts[i].offset == offsetof(struct config, docker_host) && dh && *dh) ||
+		    (opts[i].offset == offsetof(struct config, docker_tls_verify) && tls) ||
+		    (opts[i].offset == offsetof(struct config, docker_cert_path) && certs && *certs))
+			c->origin[i] = CONFIG_FROM_DOCKER_ENV;
+	if (!c->control_socket || !c->metrics_listen || !c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
 	    !c->docker_cert_path || !c->nerdctl)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	return 0;
@@ -309,6 +331,7 @@ static int apply_env(struct config *c, struct errbuf *err)
 		int r = set_from_text(c, &opts[i], v, name, err);
 		if (r < 0)
 			return r;
+		c->origin[i] = CONFIG_FROM_ENV;
 	}
 	return 0;
 }
@@ -319,7 +342,7 @@ void config_free(struct config *c)
 		return;
 	free(c->config_file);
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
-		if (opts[i].type == OPT_STRING)
+		if (opts[i].type == OPT_STRING || opts[i].type == OPT_STRING_EMPTY)
 			free(*field_str(c, &opts[i]));
 	memset(c, 0, sizeof(*c));
 }
@@ -391,6 +414,7 @@ int config_load(int argc, char *const argv[], struct config *out, struct errbuf 
 		snprintf(where, sizeof(where), "--%s", opts[i].name);
 		if ((r = set_from_text(&c, &opts[i], flag_val[i], where, err)) < 0)
 			goto done;
+		c.origin[i] = CONFIG_FROM_FLAG;
 	}
 done:
 	if (r < 0) {
@@ -399,4 +423,100 @@ done:
 	}
 	*out = c;
 	return 0;
+}
+
+_Static_assert(ARRAY_SIZE(opts) <= CONFIG_MAX_OPTS, "raise CONFIG_MAX_OPTS");
+
+/* The value of option i as text, as the help and the config file spell it. */
+static void value_text(const struct config *c, size_t i, char *buf, size_t n)
+{
+	const struct opt_def *o = &opts[i];
+	const void *f = (const char *)c + o->offset;
+	static const char *const prio[] = { "emerg", "alert", "crit", "err", "warning",
+					    "notice", "info", "debug" };
+	switch (o->type) {
+	case OPT_SECONDS:
+		snprintf(buf, n, "%.6g", (double)*(const int64_t *)f / 1000);
+		return;
+	case OPT_BOOL:
+		snprintf(buf, n, "%s", *(const bool *)f ? "true" : "false");
+		return;
+	case OPT_LOGLEVEL: {
+		int p = *(const int *)f;
+		snprintf(buf, n, "%s", p >= 0 && p < 8 ? prio[p] : "?");
+		return;
+	}
+	case OPT_STRING:
+	case OPT_STRING_EMPTY: {
+		const char *s = *(char *const *)f;
+		snprintf(buf, n, "%s", s ? s : "");
+		return;
+	}
+	}
+}
+
+static int origin_text(const struct config *c, size_t i, char *buf, size_t n)
+{
+	char key[64];
+	switch (c->origin[i]) {
+	case CONFIG_FROM_FILE:
+		return snprintf(buf, n, "file %s", c->config_file ? c->config_file : "?");
+	case CONFIG_FROM_ENV:
+		env_name(opts[i].name, key, sizeof(key));
+		return snprintf(buf, n, "environment %s", key);
+	case CONFIG_FROM_FLAG:
+		return snprintf(buf, n, "flag --%s", opts[i].name);
+	case CONFIG_FROM_DOCKER_ENV:
+		return snprintf(buf, n, "default, from the environment (%s)",
+				opts[i].offset == offsetof(struct config, docker_host) ?
+					"DOCKER_HOST" :
+				opts[i].offset == offsetof(struct config, docker_cert_path) ?
+					"DOCKER_CERT_PATH" : "DOCKER_TLS_VERIFY");
+	}
+	return snprintf(buf, n, "default");
+}
+
+int config_json(const struct config *c, struct json_buf *out)
+{
+	int r = json_buf_puts(out, "{\"config_file\":{\"value\":");
+	if (r == 0)
+		r = c->config_file ? json_buf_string(out, c->config_file) : json_buf_puts(out, "null");
+	if (r == 0)
+		r = json_buf_puts(out, c->config_file ? ",\"read\":true}" : ",\"read\":false}");
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(opts); i++) {
+		char key[64], where[PATH_MAX_WHERE], val[PATH_MAX_WHERE];
+		file_key(&opts[i], key, sizeof(key));
+		value_text(c, i, val, sizeof(val));
+		origin_text(c, i, where, sizeof(where));
+		if ((r = json_buf_puts(out, ",")) == 0 && (r = json_buf_string(out, key)) == 0 &&
+		    (r = json_buf_puts(out, ":{\"value\":")) == 0)
+			r = opts[i].type == OPT_SECONDS || opts[i].type == OPT_BOOL ?
+				    json_buf_puts(out, val) : json_buf_string(out, val);
+		if (r == 0 && (r = json_buf_puts(out, ",\"from\":")) == 0 &&
+		    (r = json_buf_string(out, where)) == 0)
+			r = json_buf_puts(out, "}");
+	}
+	return r == 0 ? json_buf_puts(out, "}") : r;
+}
+
+int config_diff(const struct config *a, const struct config *b, char *out, size_t n)
+{
+	int changed = 0;
+	size_t off = 0;
+	if (n)
+		out[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+		char va[512], vb[512], key[64];
+		value_text(a, i, va, sizeof(va));
+		value_text(b, i, vb, sizeof(vb));
+		if (strcmp(va, vb) == 0)
+			continue;
+		changed++;
+		file_key(&opts[i], key, sizeof(key));
+		int w = snprintf(out + off, n - off, "%s: %s \u2192 %s\n", key, va[0] ? va : "\"\"",
+				 vb[0] ? vb : "\"\"");
+		if (w > 0)
+			off = off + (size_t)w >= n ? n - 1 : off + (size_t)w;
+	}
+	return changed;
 }

@@ -11,6 +11,11 @@
 #include "base/err.h"
 
 #define CONFIG_DEFAULT_FILE "/etc/dstack/healthd.json"
+#define CONFIG_DEFAULT_CONTROL_SOCKET "/run/dstack-healthd/control.sock"
+#define CONFIG_MAX_OPTS 32
+
+enum { CONFIG_FROM_DEFAULT, CONFIG_FROM_FILE, CONFIG_FROM_ENV, CONFIG_FROM_FLAG,
+       CONFIG_FROM_DOCKER_ENV };
 
 struct config {
 	char *config_file; /* the file read, or NULL */
@@ -27,6 +32,12 @@ struct config {
 	char *nerdctl;
 	char *containerd_address; /* NULL: nerdctl's default */
 	int log_priority;         /* LOG_ERR .. LOG_DEBUG */
+	char *control_socket;     /* the local view's unix socket; "" disables it */
+	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
+
+	/* Where each option's value came from (CONFIG_FROM_*), by its index in
+	 * the options table. */
+	unsigned char origin[CONFIG_MAX_OPTS];
 
 	/* Actions, command line only. */
 	bool once;
@@ -44,5 +55,14 @@ void config_free(struct config *c);
 int config_parse_json(struct config *c, const char *path, const char *buf, size_t len,
 		      struct errbuf *err);
 void config_usage(FILE *f);
+
+struct json_buf;
+/* The effective configuration for the operator's view: {"name": {"value":
+ * ..., "from": "default" | "file PATH" | "environment NAME" | "flag
+ * --name"}, ...}, the config file first. -ENOMEM. */
+int config_json(const struct config *c, struct json_buf *out);
+/* One line per option whose value differs, "name: old -> new", into out
+ * (cut at n); returns how many differ. */
+int config_diff(const struct config *a, const struct config *b, char *out, size_t n);
 
 #endif

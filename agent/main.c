@@ -14,11 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "agent/compose.h"
 #include "agent/config.h"
+#include "agent/ctl.h"
+#include "agent/opview.h"
 #include "agent/notify.h"
 #include "agent/refresh.h"
 #include "agent/source.h"
@@ -26,6 +32,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/version.h"
+#include "rpc/control.h"
 #include "rpc/encode.h"
 #include "rpc/server.h"
 #include "runtime/docker.h"
@@ -93,7 +100,7 @@ static int run_once(struct agent *a)
 	return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
-static void log_start(const struct agent *a, const char *listen_desc)
+static void log_start(const struct agent *a, const char *listen_desc, const char *local)
 {
 	char hash_field[96];
 	const struct app_compose *app = &a->m.app;
@@ -105,9 +112,9 @@ static void log_start(const struct agent *a, const char *listen_desc)
 			     : app->kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
 								   : "containers via Docker";
 	log_fields(LOG_INFO, fields,
-		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s",
+		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s%s",
 		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file,
-		   a->m.ok ? app->hash : "-", source);
+		   a->m.ok ? app->hash : "-", source, local);
 }
 
 /* Once per load: the refresh loop reads the file again quietly. */
@@ -164,22 +171,72 @@ static void log_changes(const struct agent *old, const struct agent *now)
 			old->m.app.hash, now->m.app.hash);
 }
 
+/* `dstack-healthd reload` over the control socket: the control thread asks
+ * with a SIGHUP and gets a ticket; the main thread answers every ticket up
+ * to the last one asked before its reload began. */
+static struct {
+	pthread_mutex_t lock;
+	uint64_t asked;
+	struct control *ctl;
+} rchan = { PTHREAD_MUTEX_INITIALIZER, 0, NULL };
+
+static uint64_t ask_reload(void *arg)
+{
+	pthread_mutex_lock(&rchan.lock);
+	uint64_t mine = ++rchan.asked;
+	pthread_mutex_unlock(&rchan.lock);
+	kill(getpid(), SIGHUP);
+	return mine;
+}
+
+static void reload_answer(uint64_t serving, int result, const char *text)
+{
+	control_reload_done(rchan.ctl, serving, result, text);
+}
+
 /* SIGHUP: re-reads the config and app-compose.json. A bad new config is
  * refused and the running one stays in force; an unusable app-compose.json
  * is served, as at start. The same source keeps its refresh state (the
  * failure count); a new one is "not determined yet" at once. */
 static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
-		   struct refresher **rf)
+		   struct opview *view, struct refresher **rf)
 {
 	struct agent n = { 0 };
 	struct errbuf err = { "" };
+	char text[8192];
+	pthread_mutex_lock(&rchan.lock);
+	uint64_t serving = rchan.asked;
+	pthread_mutex_unlock(&rchan.lock);
 	if (load(argc, argv, &n, &err) < 0) {
 		log_set_max_priority(a->cfg.log_priority);
 		log_msg(LOG_ERR, "reload refused, the running configuration stays: %s", err.msg);
+		snprintf(text, sizeof(text), "reload refused, the running configuration stays: %s\n",
+			 err.msg);
+		reload_answer(serving, -1, text);
 		free_agent(&n);
 		return;
 	}
 	log_changes(a, &n);
+	int changed = config_diff(&a->cfg, &n.cfg, text, sizeof(text) - 300);
+	const char *oh = a->m.ok ? a->m.app.hash : "(not usable)";
+	const char *nh = n.m.ok ? n.m.app.hash : "(not usable)";
+	if (strcmp(oh, nh)) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "app-compose.json sha256: %s \u2192 %s\n",
+			 oh, nh);
+		changed++;
+	}
+	if (!n.m.ok) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "%s; served as healthy:false until it is "
+			 "usable\n", n.m.err.msg);
+	}
+	if (strcmp(a->cfg.control_socket, n.cfg.control_socket) ||
+	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen) ||
+	    a->cfg.header_timeout_ms != n.cfg.header_timeout_ms) {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
+	}
 	log_manifest(&n);
 	struct refresh_state st = { 0 };
 	bool same = *rf && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
@@ -187,16 +244,91 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	*rf = NULL;
 	free_agent(a);
 	*a = n;
-	if (refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, rf, &err) < 0)
-		log_msg(LOG_ERR, "reload: %s", err.msg);
-	else
-		log_msg(LOG_NOTICE, "reloaded%s", same ? "" : "; health not determined yet");
+	view->first_trigger = TRIGGER_RELOAD;
+	opview_publish_config(view, &a->cfg);
+	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, rf, &err);
 	refresh_state_free(&st);
+	if (r < 0) {
+		log_msg(LOG_ERR, "reload: %s", err.msg);
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "reload applied, but: %s\n", err.msg);
+		reload_answer(serving, -1, text);
+		return;
+	}
+	log_msg(LOG_NOTICE, "reloaded%s", same ? "" : "; health not determined yet");
+	if (!changed)
+		snprintf(text, sizeof(text), "reloaded; nothing changed\n");
+	else {
+		size_t l = strlen(text);
+		snprintf(text + l, sizeof(text) - l, "reloaded\n");
+	}
+	reload_answer(serving, 0, text);
+}
+
+/* The control socket: the second fd systemd passed, else one bound at the
+ * configured path (its folder made 0700 if missing), 0600. Not fatal: the
+ * public verdict does not depend on it. -1 when there is none. */
+static int open_control(const struct agent *a, int passed)
+{
+	const char *path = a->cfg.control_socket;
+	if (passed >= 0)
+		return passed;
+	if (!path || !*path)
+		return -1;
+	/* A unix socket's path fits in sun_path (108 bytes): rpc_listen
+	 * refuses a longer one. */
+	char dir[128], spec[136];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strlen(path) < sizeof(dir) ? strrchr(dir, '/') : NULL;
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			log_msg(LOG_WARNING, "control socket: cannot create %s: %s", dir,
+				strerror(errno));
+	}
+	snprintf(spec, sizeof(spec), "unix:%s", path);
+	struct errbuf err = { "" };
+	int fd = -1;
+	/* Threads have not started yet: the umask is the process's alone. */
+	mode_t old = umask(0177);
+	int r = rpc_listen(spec, &fd, &err);
+	umask(old);
+	if (r < 0) {
+		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
+		return -1;
+	}
+	return fd;
+}
+
+/* Where the local listeners are, for the start line (one line: the unit's
+ * journal stays a line per event). */
+static void local_desc(int control_fd, int metrics_fd, char *buf, size_t n)
+{
+	char c[256] = "", m[256] = "";
+	if (control_fd >= 0 && rpc_listen_describe(control_fd, c, sizeof(c)) < 0)
+		c[0] = '\0';
+	if (metrics_fd >= 0 && rpc_listen_describe(metrics_fd, m, sizeof(m)) < 0)
+		m[0] = '\0';
+	snprintf(buf, n, "%s%s%s%s%s", c[0] ? "; control socket " : "; no control socket", c,
+		 m[0] ? "; metrics on http://" : "", m, m[0] ? "/metrics" : "");
+}
+
+static int open_metrics(const struct agent *a)
+{
+	struct errbuf err = { "" };
+	int fd = -1;
+	if (!a->cfg.metrics_listen || !*a->cfg.metrics_listen)
+		return -1;
+	if (rpc_listen(a->cfg.metrics_listen, &fd, &err) < 0) {
+		log_msg(LOG_WARNING, "metrics_listen: %s; not serving metrics there", err.msg);
+		return -1;
+	}
+	return fd;
 }
 
 /* The listener: the one systemd passed (socket activation, sd_listen_fds(3))
  * or a socket bound to --listen. */
-static int open_listener(const struct agent *a, int *fd)
+static int open_listener(const struct agent *a, int *fd, int *control_fd)
 {
 	struct errbuf err = { "" };
 	int n = sd_listen_fds(1);
@@ -204,11 +336,19 @@ static int open_listener(const struct agent *a, int *fd)
 		log_msg(LOG_ERR, "LISTEN_FDS: %s", strerror(-n));
 		return -1;
 	}
-	if (n > 1) {
-		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one", n);
+	if (n > 2) {
+		log_msg(LOG_ERR, "LISTEN_FDS: %d sockets passed, expected one or two", n);
 		return -1;
 	}
-	if (n == 1) {
+	if (n == 2) {
+		if (sd_is_socket_unix(SD_LISTEN_FDS_START + 1, SOCK_STREAM, 1, NULL, 0) <= 0) {
+			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening unix socket",
+				SD_LISTEN_FDS_START + 1);
+			return -1;
+		}
+		*control_fd = SD_LISTEN_FDS_START + 1;
+	}
+	if (n >= 1) {
 		if (sd_is_socket(SD_LISTEN_FDS_START, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
 			log_msg(LOG_ERR, "LISTEN_FDS: fd %d is not a listening stream socket",
 				SD_LISTEN_FDS_START);
@@ -227,9 +367,11 @@ static int open_listener(const struct agent *a, int *fd)
 static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 {
 	struct errbuf err = { "" };
-	int fd = -1;
-	if (open_listener(a, &fd) < 0)
+	int fd = -1, control_fd = -1;
+	if (open_listener(a, &fd, &control_fd) < 0)
 		return EXIT_CONFIG;
+	control_fd = open_control(a, control_fd);
+	int metrics_fd = open_metrics(a);
 	char desc[256];
 	if (rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
 		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
@@ -246,26 +388,42 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "out of memory");
 		return EXIT_FAILURE;
 	}
+	static struct opview view;
+	opview_init(&view);
+	opview_publish_config(&view, &a->cfg);
 	struct rpc_server *srv = NULL;
+	struct control *ctl = NULL;
 	struct refresher *rf = NULL;
 	struct rpc_server_opts so = {
 		.listen_fd = fd,
 		.cache = cache,
 		.header_timeout_ms = a->cfg.header_timeout_ms,
+		.pollers = &view.pollers,
+	};
+	struct control_opts co = {
+		.listen_fd = control_fd, .metrics_fd = metrics_fd, .cache = cache,
+		.view = &view.box, .config = &view.config, .pollers = &view.pollers,
+		.reload_ask = ask_reload,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
-	log_start(a, desc);
+	char local[600] = "; no control socket";
+	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
+		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
+	else
+		local_desc(control_fd, metrics_fd, local, sizeof(local));
+	rchan.ctl = ctl;
+	log_start(a, desc, local);
 	log_manifest(a);
 	/* Before the refresh thread starts, so that READY's own STATUS= never
 	 * lands after, and hides, the first verdict's. */
 	notify_ready(!a->m.ok		    ? "unhealthy: app-compose.json cannot be used"
 		     : a->m.app.health_check ? "started; health not determined yet"
 					     : "healthy: health_check is off");
-	if (refresh_start(&a->cfg, &a->m, cache, NULL, &rf, &err) < 0) {
+	if (refresh_start(&a->cfg, &a->m, cache, NULL, &view, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
@@ -273,14 +431,17 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	int sig = 0;
 	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
 		if (sig == SIGHUP)
-			reload(argc, argv, a, cache, &rf);
+			reload(argc, argv, a, cache, &view, &rf);
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 	notify_stopping();
 	rc = EXIT_SUCCESS;
 out:
 	refresh_stop(rf, NULL);
+	rchan.ctl = NULL;
+	control_stop(ctl);
 	rpc_server_stop(srv);
 	cache_free(cache);
+	opview_destroy(&view);
 	return rc;
 }
 
@@ -290,6 +451,8 @@ int main(int argc, char *argv[])
 	struct errbuf err = { "" };
 
 	log_init();
+	if (argc > 1 && (!strcmp(argv[1], "status") || !strcmp(argv[1], "reload")))
+		return ctl_main(argc - 1, argv + 1);
 	if (load(argc, argv, &a, &err) < 0) {
 		fprintf(stderr, "dstack-healthd: %s\n", err.msg);
 		free_agent(&a);

@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/notify.h"
+#include "agent/opview.h"
 #include "agent/source.h"
 #include "agent/watch.h"
 #include "base/clock.h"
@@ -18,6 +20,8 @@ struct refresher {
 	const struct config *cfg;
 	struct manifest *m;
 	struct cache *cache;
+	struct opview *view;
+	bool ran_once;
 	struct refresh_state st;
 	int64_t watchdog_ms;
 
@@ -31,7 +35,11 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
+	int last_r; /* the source's result the last refresh_publish counted */
 };
+
+static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
+			    struct verdict *vp, struct errbuf *errp);
 
 int refresh_apply(struct refresh_state *st, int r, struct verdict *v,
 		  const struct errbuf *err, struct verdict *out)
@@ -144,28 +152,79 @@ static void manifest_usable(struct refresher *rf)
 	const struct app_compose *app = &rf->m->app;
 	log_msg(LOG_NOTICE, "%s is usable now, sha256 %s; health_check %s", COMPOSE_NAME,
 		app->hash, app->health_check ? "on" : "off");
-	if (source_is_docker(app) && watch_start(rf->cfg, rf->cancel_fd, kick, rf,
-						 &rf->watcher, &err) < 0)
+	struct watcher *w = NULL;
+	if (source_is_docker(app) && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
+	pthread_mutex_lock(&rf->lock);
+	rf->watcher = w;
+	pthread_mutex_unlock(&rf->lock);
 }
 
 /* Runs one refresh and publishes its verdict. Returns false when it was
  * not counted: cancelled, or an event's refresh that failed. */
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, int64_t us, int r,
+		      const struct errbuf *err, const struct source_detail *d)
+{
+	if (!rf->view)
+		return;
+	struct opview_refresh o = {
+		.cfg = rf->cfg, .app = &rf->m->app,
+		.manifest_error = rf->m->ok ? NULL : rf->m->err.msg,
+		.trigger = !rf->ran_once ? rf->view->first_trigger
+			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
+		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
+		.error = err->msg, .failures_in_row = rf->st.failures,
+		.published = &rf->st.current, .detail = d,
+	};
+	pthread_mutex_lock(&rf->lock);
+	o.watcher = rf->watcher; /* set by refresh_start after this thread began */
+	pthread_mutex_unlock(&rf->lock);
+	rf->ran_once = true;
+	opview_refreshed(rf->view, &o);
+}
+
 static bool refresh_one(struct refresher *rf, bool by_event)
 {
 	bool was_usable = rf->m->ok;
-	struct verdict v, out;
+	struct verdict v;
 	struct errbuf err = { "" };
-	int64_t start = clock_mono_ms();
+	struct source_detail detail;
+	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(&v);
-	int r = source_refresh(rf->cfg, rf->m, deadline, rf->cancel_fd, &v, &err);
+	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
+				      rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
 	if (r == -ECANCELED) {
 		verdict_free(&v);
+		if (rf->view)
+			source_detail_free(&detail);
 		return false;
 	}
+	int64_t us = mono_us() - start_us;
+	bool counted = refresh_publish(rf, by_event, start, r, &v, &err);
+	if (counted)
+		tell_view(rf, by_event, real_start, us, rf->last_r, &err, &detail);
+	if (rf->view)
+		source_detail_free(&detail);
+	return counted;
+}
+
+static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
+			    struct verdict *vp, struct errbuf *errp)
+{
+	struct verdict v = *vp, out;
+	struct errbuf err = *errp;
+	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
+	verdict_init(vp);
 	int64_t end = clock_mono_ms();
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
@@ -186,6 +245,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 		return false;
 	}
 	unsigned old_failures = rf->st.failures;
+	rf->last_r = r;
 	if (refresh_apply(&rf->st, r, &v, &err, &out) < 0) {
 		verdict_free(&v);
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
@@ -198,6 +258,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	publish(rf, &rf->st.current);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
+	*errp = err;
 	return true;
 }
 
@@ -273,11 +334,13 @@ void refresh_state_free(struct refresh_state *st)
 }
 
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
-		  struct refresh_state *keep, struct refresher **out, struct errbuf *err)
+		  struct refresh_state *keep, struct opview *view, struct refresher **out,
+		  struct errbuf *err)
 {
 	struct refresher *rf = calloc(1, sizeof(*rf));
 	if (!rf)
 		return errbuf_set(err, ENOMEM, "out of memory");
+	rf->view = view;
 	rf->cfg = cfg;
 	rf->m = m;
 	rf->cache = cache;
@@ -322,9 +385,15 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	}
 	/* nerdctl publishes no health events: it keeps the timer alone. The
 	 * loop thread only writes rf->watcher when the manifest was unusable
-	 * here. */
-	if (docker && watch_start(cfg, rf->cancel_fd, kick, rf, &rf->watcher, err) < 0)
+	 * here; the view reads it from the loop thread, under the lock. */
+	struct watcher *w = NULL;
+	if (docker && watch_start(cfg, rf->cancel_fd, kick, rf, &w, err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
+	if (docker) {
+		pthread_mutex_lock(&rf->lock);
+		rf->watcher = w;
+		pthread_mutex_unlock(&rf->lock);
+	}
 	*out = rf;
 	return 0;
 }

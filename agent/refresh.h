@@ -72,8 +72,12 @@ struct refresher;
  * so the failure count goes on), or NULL: then the source's initial verdict
  * ("not determined yet") is published at once. The first refresh runs at
  * once. */
+struct opview;
+/* view (NULL for none) gets every refresh for the operator's view; its
+ * first_trigger names the first refresh's cause. */
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
-		  struct refresh_state *keep, struct refresher **out, struct errbuf *err);
+		  struct refresh_state *keep, struct opview *view, struct refresher **out,
+		  struct errbuf *err);
 /* Asks both threads to stop and joins them. NULL is fine. keep (may be NULL)
  * receives the refresh state, for refresh_start; free it with
  * refresh_state_free when it is not passed on. */

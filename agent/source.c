@@ -1,6 +1,7 @@
 #include "agent/source.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,7 +37,7 @@ int source_initial_verdict(const struct manifest *m, struct verdict *out)
 
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, int64_t deadline, int cancel_fd,
-			    struct verdict *out, struct errbuf *err)
+			    struct verdict *out, struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
@@ -57,6 +58,11 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
 	if (r >= 0)
 		r = containers_judge(&l, out);
+	if (r >= 0 && d) {
+		d->containers = l;
+		d->have_containers = true;
+		return r;
+	}
 	container_list_free(&l);
 	return r;
 }
@@ -92,6 +98,22 @@ bool source_same(const struct config *a, const struct manifest *ma,
 int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
 		   int cancel_fd, struct verdict *out, struct errbuf *err)
 {
+	return source_refresh_detail(cfg, m, deadline, cancel_fd, out, NULL, err);
+}
+
+void source_detail_free(struct source_detail *d)
+{
+	if (d)
+		container_list_free(&d->containers);
+}
+
+int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct verdict *out, struct source_detail *d,
+			  struct errbuf *err)
+{
+	struct statusfile_info sfi;
+	if (d)
+		memset(d, 0, sizeof(*d));
 	if (!manifest_try(m, cfg->compose_file))
 		return manifest_verdict(m, out);
 	const struct app_compose *app = &m->app;
@@ -101,11 +123,14 @@ int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadlin
 	}
 	if (app->health_status_file) {
 		/* Its one refusal is anything but a regular file. */
-		int r = statusfile_judge(app->health_status_file, time(NULL), out, err);
+		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi, err);
+		if (d) {
+			d->statusfile = sfi;
+			d->have_statusfile = true;
+		}
 		errbuf_tag(err, ERR_KIND_STATUSFILE_NOT_REGULAR, r == -EINVAL ? r : 0);
 		return errbuf_tag(err, ERR_KIND_STATUSFILE_UNREADABLE, r);
 	}
-
 	/* The runtime file is written when Compose starts, after the agent is
 	 * up: it is read afresh on every refresh. */
 	struct runtime_info ri = { 0 };
@@ -116,7 +141,12 @@ int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadlin
 	}
 	if (r < 0)
 		return r;
-	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, err);
+	if (d) {
+		snprintf(d->project, sizeof(d->project), "%s", ri.project ? ri.project : "");
+		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
+			 ri.namespace ? ri.namespace : "");
+	}
+	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, d, err);
 	runtime_info_free(&ri);
 	return r;
 }

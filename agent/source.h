@@ -10,6 +10,8 @@
 #include "agent/config.h"
 #include "base/err.h"
 #include "base/verdict.h"
+#include "runtime/container.h"
+#include "statusfile/statusfile.h"
 
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime
@@ -21,6 +23,22 @@
  * verdict is healthy:false with its error. */
 int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
 		   int cancel_fd, struct verdict *out, struct errbuf *err);
+
+/* What a refresh saw, beyond the verdict, for the operator's view. */
+struct source_detail {
+	struct container_list containers; /* the project's, judged or not */
+	bool have_containers;
+	char project[256];
+	char nerdctl_namespace[256];
+	struct statusfile_info statusfile;
+	bool have_statusfile;
+};
+/* source_refresh, also filling d (zeroed first; free with
+ * source_detail_free) when not NULL. */
+int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct verdict *out, struct source_detail *d,
+			  struct errbuf *err);
+void source_detail_free(struct source_detail *d);
 
 /* The verdict served before the first refresh completes (or, with an unusable
  * app-compose.json, its error). -ENOMEM. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -30,7 +31,49 @@ struct watcher {
 	void (*kick)(void *);
 	void *kick_arg;
 	pthread_t thread;
+	pthread_mutex_t lock; /* for stats only, held for a copy */
+	struct watch_stats stats;
+	uint64_t subscriptions;
 };
+
+static int64_t real_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void stats_up(struct watcher *w, bool up, const char *error)
+{
+	pthread_mutex_lock(&w->lock);
+	if (up && !w->stats.connected) {
+		w->stats.connected_since_ms = real_ms();
+		if (w->subscriptions++ > 0)
+			w->stats.reconnects++;
+	}
+	w->stats.connected = up;
+	if (error)
+		snprintf(w->stats.last_error, sizeof(w->stats.last_error), "%s", error);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void stats_event(struct watcher *w, const char *name, const char *action)
+{
+	pthread_mutex_lock(&w->lock);
+	w->stats.last_event_ms = real_ms();
+	snprintf(w->stats.last_event, sizeof(w->stats.last_event), "%s %s", name, action);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void watch_stats_get(struct watcher *w, struct watch_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	*out = w->stats;
+	pthread_mutex_unlock(&w->lock);
+}
 
 /* The refresher wrote cancel_fd: the agent is stopping. */
 static bool cancelled(const struct watcher *w)
@@ -80,6 +123,7 @@ static int follow(struct watcher *w, struct events *ev, const char *project,
 		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
 		if (r == 1) {
 			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
+			stats_event(w, e.name, e.action);
 			w->kick(w->kick_arg);
 			last = clock_mono_ms();
 		} else if (r == -ETIMEDOUT && (project_changed(w, project) ||
@@ -131,12 +175,15 @@ static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
 			     err);
 	if (r == 0) {
 		watch_up(wl, ri.project);
+		stats_up(w, true, NULL);
 		/* Whatever happened while no stream was open went unseen. */
 		w->kick(w->kick_arg);
 		r = follow(w, ev, ri.project, healthy, err);
 	}
 	events_close(ev);
 	runtime_info_free(&ri);
+	if (r != 1)
+		stats_up(w, false, err->msg[0] ? err->msg : NULL);
 	return r;
 }
 
@@ -188,8 +235,10 @@ int watch_start(const struct config *cfg, int cancel_fd, void (*kick)(void *), v
 	if (!w)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	*w = (struct watcher){ .cfg = cfg, .cancel_fd = cancel_fd, .kick = kick, .kick_arg = arg };
+	pthread_mutex_init(&w->lock, NULL);
 	int r = pthread_create(&w->thread, NULL, watch, w);
 	if (r != 0) {
+		pthread_mutex_destroy(&w->lock);
 		free(w);
 		return errbuf_set(err, r, "cannot start the Docker events thread: %s", strerror(r));
 	}
@@ -202,5 +251,6 @@ void watch_join(struct watcher *w)
 	if (!w)
 		return;
 	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->lock);
 	free(w);
 }

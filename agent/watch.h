@@ -8,6 +8,9 @@
 #include "agent/config.h"
 #include "base/err.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 struct watcher;
 
 /* Starts the watcher thread. kick(arg) is called for each event and after
@@ -15,6 +18,19 @@ struct watcher;
  * ends once cancel_fd becomes readable; then watch_join() joins it. */
 int watch_start(const struct config *cfg, int cancel_fd, void (*kick)(void *), void *arg,
 		struct watcher **out, struct errbuf *err);
+/* The stream as the operator's view shows it. Times are CLOCK_REALTIME ms,
+ * 0 for never. */
+struct watch_stats {
+	bool connected;
+	int64_t connected_since_ms;
+	uint64_t reconnects; /* subscriptions after the first */
+	int64_t last_event_ms;
+	char last_event[200]; /* "container health_status: unhealthy", cut */
+	char last_error[ERRBUF_SIZE];
+};
+/* A copy taken under the watcher's lock; zeroed for NULL. */
+void watch_stats_get(struct watcher *w, struct watch_stats *out);
+
 /* Joins and frees; cancel_fd must have been made readable. NULL is fine. */
 void watch_join(struct watcher *w);
 

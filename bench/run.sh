@@ -13,6 +13,9 @@
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
 # the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only.
 set -u
+# No agent started here creates the system-wide control socket; the one
+# measured with the view on passes --control-socket in $T.
+export DSTACK_HEALTHD_CONTROL_SOCKET=
 B=${1:-build}
 cd "$(dirname "$0")/.."
 D=${BENCH_SECONDS:-5}
@@ -272,12 +275,21 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 # The agent as deployed (5 s cadence) judging a healthy 10-container project
 # through the API 1.52 list.
 fake main 1.52 10
-agent main "$T/main.sock"
+# With the operator's view on (issue 11), as deployed: its control socket.
+agent main "$T/main.sock" --control-socket "$T/main.ctl"
 MAIN_PID=$AGENT_PID
 MAIN_PORT=$PORT
 wait_for 15 determined "$MAIN_PORT" || { say "no verdict from the agent"; exit 1; }
 sleep 1
 read -r IDLE_ANON IDLE_RSS < <(mem_now "$MAIN_PID")
+# The same after the view has been read (GET /status and /metrics, five
+# times, a refresh apart).
+for _ in 1 2 3 4 5; do
+	curl -s --unix-socket "$T/main.ctl" http://x/status >/dev/null
+	curl -s --unix-socket "$T/main.ctl" http://x/metrics >/dev/null
+	sleep 5
+done
+read -r VIEW_ANON VIEW_RSS < <(mem_now "$MAIN_PID")
 curl -s -X POST "http://127.0.0.1:$MAIN_PORT/prpc/v1/Health?json" -d '{}' >"$T/body.json"
 curl -s -X POST --data-binary '' "http://127.0.0.1:$MAIN_PORT/prpc/v1/Health" >"$T/body.pb"
 say "agent serves $(cat "$T/body.json") ($(stat -c %s "$T/body.pb") bytes in protobuf)"
@@ -482,6 +494,7 @@ B52_ANON=$MEM_ANON B52_RSS=$MEM_RSS
 section "3. Memory (kB, /proc/PID/status; VmRSS is mostly shared library pages)"
 row "measure" "RssAnon" "VmRSS" "" "target" ""
 row "idle, verdict cached (10 containers)" "$IDLE_ANON" "$IDLE_RSS" "" "RssAnon < 1024" "$(yes_no ge 1024 "$IDLE_ANON")"
+row "idle, after reading /status, /metrics" "$VIEW_ANON" "$VIEW_RSS" "" "RssAnon < 1024" "$(yes_no ge 1024 "$VIEW_ANON")"
 row "peak under the throughput runs of (1)" "$PEAK_ANON" "$PEAK_RSS" "" "" ""
 row "peak, 1000 cont., API 1.41, $B41_N unhealthy listed" "$B41_ANON" "$B41_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B41_ANON")"
 row "peak, 1000 cont., API 1.52, all healthy" "$B52_ANON" "$B52_RSS" "" "RssAnon < 4096" "$(yes_no ge 4096 "$B52_ANON")"

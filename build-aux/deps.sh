@@ -8,6 +8,8 @@ set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
+# promtool, which checks /metrics (tests/e2e/status.sh).
+pkgs_test="$pkgs_test prometheus"
 # The package and the real-systemd test (tests/e2e/systemd.sh):
 # dpkg-buildpackage, dh, debootstrap, and systemd-socket-activate.
 pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd valgrind"

@@ -1,11 +1,11 @@
 /* The Docker backend's path: the body of GET /containers/json, then the
  * inspections it asks for, then the judge, under the oracle of
  * fuzz/oracle.h. Layout: byte 0 picks the API version the client negotiated
- * (below 1.52 every item goes to inspection, from 1.52 running items with a
- * health status are taken from the list); the list body runs to the first
- * NUL; after it, a JSON array of inspect objects stands for the daemon's
- * GET /containers/{id}/json (an id with no object there is a 404: removed
- * since the list, skipped). */
+ * (below 1.52 every item goes to inspection, from 1.52 running items that
+ * are healthy or have no healthcheck are taken from the list); the list body
+ * runs to the first NUL; after it, a JSON array of inspect objects stands
+ * for the daemon's GET /containers/{id}/json (an id with no object there is
+ * a 404: removed since the list, skipped). */
 #include <stdlib.h>
 
 #include "fuzz/fuzz.h"
@@ -52,11 +52,13 @@ static bool list_item_bad(const struct json *l, int it, const struct json *w, in
 	    json_str_eq(l, json_get(l, labels, "com.docker.compose.oneoff"), "True"))
 		return false;
 	int hs = json_get(l, json_get(l, it, "Health"), "Status");
-	/* The list speaks for a running container with a health status. */
+	/* The list speaks for a running container that is healthy or has no
+	 * healthcheck; any other is inspected (for the operator's view, its
+	 * last probe), and the inspection speaks for it, as below 1.52. */
 	if (version >= 152 && json_str_eq(l, json_get(l, it, "State"), "running") &&
-	    json_is_string(l, hs))
-		return !json_str_eq(l, hs, "healthy") && !json_str_eq(l, hs, "") &&
-		       !json_str_eq(l, hs, "none");
+	    (json_str_eq(l, hs, "healthy") || json_str_eq(l, hs, "") ||
+	     json_str_eq(l, hs, "none")))
+		return false;
 	char *id = NULL;
 	if (json_strdup(l, json_get(l, it, "Id"), &id) < 0)
 		return false; /* the agent refuses the list */

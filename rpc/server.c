@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -42,6 +43,7 @@ struct fixed {
 struct rpc_server {
 	struct gate *gate;
 	struct cache *cache;
+	struct pollers *pollers;
 	struct fixed fx;
 	struct req *free_list, *all;
 };
@@ -136,6 +138,17 @@ static struct MHD_Response *stale_response(bool json, int64_t age_ms)
 	return resp;
 }
 
+/* For the local view: who asked and what it was told (rpc/control.h). */
+static void note_poller(struct pollers *p, struct MHD_Connection *c, bool healthy)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pollers_note(p, ci ? ci->client_addr : NULL, healthy,
+		     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
 static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection *c, bool json)
 {
 	struct snapshot *snap = cache_acquire(s->cache);
@@ -147,6 +160,9 @@ static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection
 		const struct rpc_encoded *enc = snap->enc;
 		r = MHD_queue_response(c, MHD_HTTP_OK, json ? enc->health_json : enc->health_pb);
 	}
+	if (s->pollers)
+		note_poller(s->pollers, c, snap->verdict.healthy && !(snap->max_age_ms > 0 &&
+								     age > snap->max_age_ms));
 	snapshot_unref(snap);
 	return r;
 }
@@ -162,13 +178,19 @@ static enum MHD_Result answer(struct rpc_server *s, struct MHD_Connection *c,
 			return MHD_queue_response(c, MHD_HTTP_OK, fx->version[j]);
 		return answer_health(s, c, rt->json);
 	case PRPC_BAD_METHOD:
+		if (s->pollers && rt->call == PRPC_CALL_HEALTH)
+			pollers_count(s->pollers, MHD_HTTP_METHOD_NOT_ALLOWED);
 		return MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, fx->bad_method[j]);
 	case PRPC_NOT_MOUNTED:
 		return MHD_queue_response(c, MHD_HTTP_NOT_FOUND, fx->not_mounted[j]);
 	case PRPC_TOO_LARGE:
+		if (s->pollers && rt->call == PRPC_CALL_HEALTH)
+			pollers_count(s->pollers, MHD_HTTP_CONTENT_TOO_LARGE);
 		return MHD_queue_response(c, MHD_HTTP_CONTENT_TOO_LARGE, fx->too_large[j]);
 	case PRPC_NO_SERVICE:
 	case PRPC_BAD_REQUEST:
+		if (s->pollers && rt->call == PRPC_CALL_HEALTH)
+			pollers_count(s->pollers, (unsigned)rt->status);
 		/* The text names what the caller sent: built on this rare path. */
 		return queue_owned(c, (unsigned)rt->status, rpc_response_error(rt->json, rt->error));
 	case PRPC_PENDING:
@@ -298,6 +320,7 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		return errbuf_set(err, ENOMEM, "pRPC server: out of memory");
 	}
 	s->cache = o->cache;
+	s->pollers = o->pollers;
 	/* One thread (the gate's): requests only queue ready responses, so a
 	 * thread per connection would buy nothing but memory. */
 	struct gate_opts go = {

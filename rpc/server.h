@@ -25,6 +25,7 @@
 
 #include "base/cache.h"
 #include "base/err.h"
+#include "base/pollers.h"
 
 /* No cap per address: one NAT may hold the gateway and an attacker, and a
  * cap that resets what it accepted would lock both out. A slot is held for
@@ -49,6 +50,9 @@ struct rpc_server_opts {
 	int listen_fd;        /* bound and listening; the server takes it, even
 			       * when starting fails */
 	struct cache *cache;
+	/* Notes who asked for Health and what each was told, and counts
+	 * Health answers by status, for the local view; NULL for none. */
+	struct pollers *pollers;
 	int64_t header_timeout_ms; /* 0: RPC_HEADER_TIMEOUT_MS */
 };
 

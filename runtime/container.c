@@ -33,6 +33,8 @@ void container_free(struct container *c)
 	free(c->name);
 	free(c->state);
 	free(c->health);
+	free(c->probe_output);
+	free(c->service);
 	free(c->project);
 	memset(c, 0, sizeof(*c));
 }

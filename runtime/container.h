@@ -13,6 +13,7 @@
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
 #define COMPOSE_ONEOFF_LABEL "com.docker.compose.oneoff"
+#define COMPOSE_SERVICE_LABEL "com.docker.compose.service"
 
 struct container {
 	char *id;
@@ -34,11 +35,19 @@ struct container {
 	 * sets State.Health only once a container starts; nerdctl only after
 	 * the first probe). */
 	bool healthcheck_configured;
+	/* For the operator's view only (never judged, never public): the
+	 * newest State.Health.Log entry and State.Health.FailingStreak. */
+	char *service; /* com.docker.compose.service; NULL when unlabelled */
+	bool has_probe;
+	int64_t probe_exit_code;
+	char *probe_output; /* as the runtime kept it; NULL when none */
+	int64_t failing_streak;
 };
 
 struct container_list {
 	struct container *v;
 	size_t n, cap;
+	int api_version; /* Docker: the version spoken, major * 100 + minor */
 };
 
 /* Appends a zeroed container and returns it, or NULL on ENOMEM. */
@@ -49,6 +58,9 @@ void container_free(struct container *c);
 /* Pure: the verdict for the containers of one project (spec, "Default:
  * container healthchecks"; DESIGN.md §4). out must be initialised. -ENOMEM. */
 int containers_judge(const struct container_list *l, struct verdict *out);
+/* Pure: why the judge skips c ("one-off", "no healthcheck"), or NULL when it
+ * is judged. */
+const char *container_skip_reason(const struct container *c);
 
 /* Parses an RFC 3339 timestamp as Docker and nerdctl print them
  * ("2026-11-29T20:16:03.686068582Z", offsets allowed) into ns since the epoch.

@@ -248,6 +248,9 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 	}
 	if (r == 0)
 		r = json_strdup(j, hs, &c->health);
+	int svc = json_get(j, json_get(j, it, "Labels"), COMPOSE_SERVICE_LABEL);
+	if (r == 0 && json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
+		r = -ENOMEM;
 	if (r == 0 && !(c->state = strdup("running")))
 		r = -ENOMEM;
 	if (r == 0 && !c->name)
@@ -281,8 +284,11 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 	    json_str_eq(j, json_get(j, labels, COMPOSE_ONEOFF_LABEL), "True"))
 		return 0;
 	int hs = json_get(j, json_get(j, it, "Health"), "Status");
+	/* Healthy, or no healthcheck at all: a probe that is failing or has not
+	 * passed yet is inspected, so that the operator's view shows its last
+	 * output (the list carries no health log). */
 	if (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
-	    json_is_string(j, hs))
+	    (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, "")))
 		r = from_list(j, it, &id, hs, out);
 	else
 		r = ids_add(todo, id);
@@ -402,8 +408,10 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 	a.ep.cancel_fd = o->cancel_fd;
 	if (r == 0)
 		r = ping(&a);
-	if (r == 0)
+	if (r == 0) {
+		out->api_version = a.version;
 		r = list(&a, project, out, &todo);
+	}
 	for (size_t i = 0; r == 0 && i < todo.n; i++)
 		r = inspect(&a, todo.v[i], out);
 	free(todo.v);

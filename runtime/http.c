@@ -713,17 +713,18 @@ static ssize_t conn_read(struct http_conn *c, char *buf, size_t len, int64_t dea
 	}
 }
 
-static int send_request(struct http_conn *c, const char *target, int64_t deadline,
-			struct errbuf *err)
+static int send_request(struct http_conn *c, const char *method, const char *target,
+			int64_t deadline, struct errbuf *err)
 {
 	for (const char *t = target; *t; t++)
 		if (*t <= ' ' || *t >= 0x7f)
 			return errbuf_set(err, EINVAL, "request target is not escaped");
 	char req[4096];
 	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: dstack-healthd/%s\r\n"
-			 "Accept: application/json\r\nConnection: close\r\n\r\n",
-			 target, c->host_header, HEALTHD_VERSION);
+			 "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: dstack-healthd/%s\r\n"
+			 "Accept: application/json\r\nConnection: close\r\n%s\r\n",
+			 method, target, c->host_header, HEALTHD_VERSION,
+			 strcmp(method, "GET") ? "Content-Length: 0\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(req))
 		return errbuf_set(err, E2BIG, "request target too long");
 	int r = conn_write(c, req, (size_t)n, deadline);
@@ -737,7 +738,13 @@ static int send_request(struct http_conn *c, const char *target, int64_t deadlin
 int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t max_body,
 	     struct http_response *out, struct errbuf *err)
 {
-	int r = send_request(c, target, deadline, err);
+	return http_request(c, "GET", target, deadline, max_body, out, err);
+}
+
+int http_request(struct http_conn *c, const char *method, const char *target, int64_t deadline,
+		 size_t max_body, struct http_response *out, struct errbuf *err)
+{
+	int r = send_request(c, method, target, deadline, err);
 	if (r < 0)
 		return r;
 	struct http_parser p;
@@ -850,7 +857,7 @@ int http_stream_open(struct http_conn *c, const char *target, int64_t deadline,
 		     struct http_response *head, struct errbuf *err)
 {
 	*out = NULL;
-	int r = send_request(c, target, deadline, err);
+	int r = send_request(c, "GET", target, deadline, err);
 	if (r < 0)
 		return r;
 	struct http_stream *s = calloc(1, sizeof(*s));

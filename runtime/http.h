@@ -52,6 +52,10 @@ int http_connect(const struct http_endpoint *ep, int64_t deadline, struct http_c
  * body, before deadline. -ETIMEDOUT when the deadline passed. */
 int http_get(struct http_conn *c, const char *target, int64_t deadline, size_t max_body,
 	     struct http_response *out, struct errbuf *err);
+/* The same with another method (an empty body): "POST" for the agent's own
+ * control socket. */
+int http_request(struct http_conn *c, const char *method, const char *target, int64_t deadline,
+		 size_t max_body, struct http_response *out, struct errbuf *err);
 void http_close(struct http_conn *c);
 
 /* A response read piece by piece as it arrives, on a connection of the

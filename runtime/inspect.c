@@ -75,12 +75,27 @@ static int opt_time(const struct json *j, int obj, const char *key,
 	return r;
 }
 
-/* The newest entry's End. Docker and nerdctl append (oldest first), but the
- * maximum does not depend on that. */
-static int health_log_end(const struct json *j, int health, int64_t *end,
+/* The newest entry's End, and for the operator's view its ExitCode and
+ * Output. Docker and nerdctl append (oldest first), but the maximum does not
+ * depend on that. */
+static int probe_detail(const struct json *j, int el, struct container *c)
+{
+	int64_t code = 0;
+	int out = json_get(j, el, "Output");
+	free(c->probe_output);
+	c->probe_output = NULL;
+	c->has_probe = true;
+	c->probe_exit_code = json_int64(j, json_get(j, el, "ExitCode"), &code) == 0 ? code : -1;
+	if (json_is_string(j, out) && json_strdup(j, out, &c->probe_output) == -ENOMEM)
+		return -ENOMEM;
+	return 0;
+}
+
+static int health_log_end(const struct json *j, int health, struct container *c,
 			  struct errbuf *err)
 {
 	int log = json_get(j, health, "Log");
+	int64_t *end = &c->health_log_end_ns;
 	*end = 0;
 	if (log < 0 || json_is_null(j, log))
 		return 0;
@@ -93,6 +108,8 @@ static int health_log_end(const struct json *j, int health, int64_t *end,
 		int r = opt_time(j, el, "End", "State.Health.Log[].End", &t, err);
 		if (r < 0)
 			return r;
+		if ((t >= *end || !c->has_probe) && probe_detail(j, el, c) < 0)
+			return errbuf_set(err, ENOMEM, "out of memory");
 		if (t > *end)
 			*end = t;
 	}
@@ -113,7 +130,10 @@ static int parse_health(const struct json *j, int state, struct container *c,
 	 * "" is what the judge skips, like "none". */
 	if (!c->health && !(c->health = strdup("")))
 		return errbuf_set(err, ENOMEM, "out of memory");
-	return health_log_end(j, health, &c->health_log_end_ns, err);
+	int64_t streak = 0;
+	if (json_int64(j, json_get(j, health, "FailingStreak"), &streak) == 0)
+		c->failing_streak = streak;
+	return health_log_end(j, health, c, err);
 }
 
 static int parse_state(const struct json *j, int obj, struct container *c,
@@ -177,6 +197,9 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 		return type_error(j, v, "Config.Labels[" COMPOSE_ONEOFF_LABEL "]",
 				  "a string", err);
 	c->oneoff = json_str_eq(j, v, "True");
+	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
+	if (json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
+		return errbuf_set(err, ENOMEM, "out of memory");
 	return opt_string(j, labels, COMPOSE_PROJECT_LABEL,
 			  "Config.Labels[" COMPOSE_PROJECT_LABEL "]", &c->project, err);
 }

@@ -125,3 +125,12 @@ int containers_judge(const struct container_list *l, struct verdict *out)
 	out->healthy = out->n_entries == 0;
 	return 0;
 }
+
+const char *container_skip_reason(const struct container *c)
+{
+	if (c->oneoff)
+		return "one-off (compose run)";
+	if (!declares_healthcheck(c))
+		return "no healthcheck";
+	return NULL;
+}

@@ -189,6 +189,28 @@ bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 	return true;
 }
 
+/* By the rules statusfile_parse applies: bytes that are not valid UTF-8 are
+ * not text, so nothing of them parsed; line 2 as parse_seconds reads it, kept
+ * only when it is a time the view can print (seconds that fit in ms). */
+void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info)
+{
+	const char *p = buf, *end = buf + len, *l1, *l2;
+	size_t n1, n2;
+	uint64_t written;
+	info->word[0] = '\0';
+	info->has_written = false;
+	if (!valid_utf8(buf, len) || !next_line(&p, end, &l1, &n1))
+		return;
+	if (word_is(l1, n1, "healthy") || word_is(l1, n1, "unhealthy"))
+		snprintf(info->word, sizeof(info->word), "%s",
+			 word_is(l1, n1, "healthy") ? "healthy" : "unhealthy");
+	if (next_line(&p, end, &l2, &n2) && parse_seconds(l2, n2, &written) &&
+	    written <= (uint64_t)(INT64_MAX / 1000)) {
+		info->has_written = true;
+		info->written = (int64_t)written;
+	}
+}
+
 static const char *file_type_name(mode_t m)
 {
 	if (S_ISFIFO(m))
@@ -264,7 +286,7 @@ static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt,
  * Anything but a regular file is REFUSED (spec: "A FIFO is refused outright
  * rather than reported as unhealthy-with-a-reason"), before any read. */
 static enum outcome judge_path(const char *path, const char *shown, time_t now,
-			       char *reason, size_t n)
+			       char *reason, size_t n, struct statusfile_info *info)
 {
 	struct stat st;
 	/* Refuse by type before opening: opening a device can have effects of
@@ -293,15 +315,26 @@ static enum outcome judge_path(const char *path, const char *shown, time_t now,
 	size_t got = 0;
 	if (read_bounded(fd, buf, sizeof(buf), &got) < 0)
 		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
+	info->read = true;
+	info->mtime = st.st_mtime;
+	statusfile_peek(buf, got, info);
 	return statusfile_parse(buf, got, now, reason, n) ? JUDGED_HEALTHY : JUDGED_UNHEALTHY;
 }
 
 int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err)
 {
+	struct statusfile_info info;
+	return statusfile_judge_info(path, now, out, &info, err);
+}
+
+int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
+			  struct statusfile_info *info, struct errbuf *err)
+{
 	char shown[SHOWN_PATH_BYTES + 1], reason[SHOWN_PATH_BYTES + 256];
 
+	memset(info, 0, sizeof(*info));
 	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
-	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason));
+	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason), info);
 	if (o == REFUSED)
 		return errbuf_set(err, EINVAL, "%s", reason);
 	out->healthy = o == JUDGED_HEALTHY;

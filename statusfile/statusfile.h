@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "base/err.h"
@@ -31,5 +32,20 @@ bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
  * than judged (spec: "A FIFO is refused outright rather than reported as
  * unhealthy-with-a-reason"). -ENOMEM. */
 int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err);
+
+/* What the operator's view shows of the file: never its bytes, only what
+ * parsed. */
+struct statusfile_info {
+	bool read;        /* a regular file was read */
+	int64_t mtime;    /* seconds since the epoch */
+	char word[10];    /* "healthy" or "unhealthy" as line 1 says, else "" */
+	bool has_written; /* line 2 parsed */
+	int64_t written;  /* line 2, seconds since the epoch */
+};
+/* statusfile_judge, filling info (zeroed first) as well. */
+int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
+			  struct statusfile_info *info, struct errbuf *err);
+/* Pure: line 1's word and line 2's time, as far as they parse. */
+void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info);
 
 #endif

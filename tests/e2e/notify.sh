@@ -202,7 +202,10 @@ is "$(leftovers)" "" "no process of the agent's is left"
 if command -v systemd-socket-activate >/dev/null 2>&1; then
 	write_status healthy
 	start_listener a
+	# It passes the agent only the environment named here: tap.sh's empty
+	# DSTACK_HEALTHD_CONTROL_SOCKET too, or the agent binds the default.
 	systemd-socket-activate -l "$T/act.sock" -E NOTIFY_SOCKET="$T/a.sock" \
+		-E DSTACK_HEALTHD_CONTROL_SOCKET= \
 		"$BIN" -c "$T/healthd.json" --compose-file "$T/app.json" \
 		--listen "unix:$T/not-this.sock" --interval 0.2 2>"$T/agent-a.err" &
 	ACT=$!

@@ -185,8 +185,27 @@ ok $? "the unhealthy verdict carries HEALTHD_REASON, the rule that failed"
 
 # --- reload, crash, stop ----------------------------------------------------
 in_c systemctl reload dstack-healthd
-ok $? "systemctl reload (SIGHUP) succeeds"
+ok $? "systemctl reload (dstack-healthd reload) succeeds"
 is "$(prop dstack-healthd.service SubState)" running "still running after the reload"
+
+# The operator's view: the control socket in RuntimeDirectory=, root only.
+is "$(in_c stat -c '%a' /run/dstack-healthd /run/dstack-healthd/control.sock | tr '\n' ' ')" "700 600 " \
+	"control socket: /run/dstack-healthd 0700, control.sock 0600"
+out=$(in_c dstack-healthd status --json); rc=$?
+is "$rc:$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["verdict"]["healthy"])' 2>&1)" \
+	"0:True" "dstack-healthd status --json in the unit's CVM: healthy, exit 0"
+# A config the agent refuses fails systemctl reload, and the agent goes on.
+in_c cp /etc/dstack/healthd.json /etc/dstack/healthd.json.good
+in_c sh -c 'echo "{\"interval\": \"soon\"}" >/etc/dstack/healthd.json'
+in_c systemctl reload dstack-healthd >"$T/reload.out" 2>&1
+rc=$?
+in_c mv /etc/dstack/healthd.json.good /etc/dstack/healthd.json
+[ "$rc" -ne 0 ]
+ok $? "systemctl reload fails when the agent refuses the config (exit $rc)"
+in_c journalctl --no-pager -u dstack-healthd -n 20 -o cat >"$T/reload.journal" 2>&1
+grep -q 'reload refused.*healthd.json: interval' "$T/reload.journal"
+ok $? "and says why (the journal has the command's answer)"
+is "$(prop dstack-healthd.service SubState)" running "still running after the refused reload"
 
 pid=$(prop dstack-healthd.service MainPID)
 in_c systemctl kill -s SIGKILL dstack-healthd

@@ -1,4 +1,9 @@
 # TAP for the end-to-end tests (sourced). Counts go to tests/run.
+
+# Agents started by a test must not create the system-wide control socket
+# (/run/dstack-healthd/control.sock, the default): empty disables it. A test
+# that needs the operator's view passes --control-socket in its scratch folder.
+export DSTACK_HEALTHD_CONTROL_SOCKET=
 TAP_N=0
 TAP_FAILED=0
 

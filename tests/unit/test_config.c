@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent/config.h"
+#include "base/json.h"
 #include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
@@ -186,6 +187,52 @@ static void test_actions(void)
 	config_free(&c);
 }
 
+/* The operator's view shows each value with where it came from, and a
+ * reload says what changed; control_socket and metrics_listen take "". */
+static void test_origins(void)
+{
+	const char *cfg = write_file("o.json", "{\"interval\":2,\"control_socket\":\"\"}");
+	char cflag[300];
+	snprintf(cflag, sizeof(cflag), "--config=%s", cfg);
+	clear_env();
+	setenv("DSTACK_HEALTHD_LISTEN", "env:1", 1);
+	setenv("DOCKER_HOST", "tcp://h:1", 1);
+	char *argv[] = { "x", cflag, "--metrics-listen=127.0.0.1:9464", NULL };
+	struct config c, d;
+	struct errbuf e = { "" };
+	if (!ok(config_load(3, argv, &c, &e) == 0, "origins: loads (%s)", e.msg))
+		return;
+	is_str(c.control_socket, "", "control_socket: empty is allowed (disabled)");
+	is_str(c.metrics_listen, "127.0.0.1:9464", "metrics_listen from the flag");
+	struct json_buf b = { 0 };
+	ok(config_json(&c, &b) == 0, "config_json");
+	char want[600];
+	snprintf(want, sizeof(want), "\"interval\":{\"value\":2,\"from\":\"file %s\"}", cfg);
+	ok(b.p && strstr(b.p, want) != NULL, "interval: value and the file it came from");
+	ok(b.p && strstr(b.p, "\"listen\":{\"value\":\"env:1\",\"from\":\"environment "
+				"DSTACK_HEALTHD_LISTEN\"}"), "listen: from the environment, named");
+	ok(b.p && strstr(b.p, "\"metrics_listen\":{\"value\":\"127.0.0.1:9464\",\"from\":"
+				"\"flag --metrics-listen\"}"), "metrics_listen: from a flag");
+	ok(b.p && strstr(b.p, "\"docker_host\":{\"value\":\"tcp://h:1\",\"from\":\"default, "
+				"from the environment (DOCKER_HOST)\"}"), "docker_host: Docker's own variable");
+	ok(b.p && strstr(b.p, "\"refresh_timeout\":{\"value\":10,\"from\":\"default\"}"),
+	   "refresh_timeout: default");
+	json_buf_free(&b);
+
+	char *argv2[] = { "x", cflag, "--interval=0.5", NULL };
+	if (ok(config_load(3, argv2, &d, &e) == 0, "second config loads")) {
+		char diff[1024];
+		int n = config_diff(&c, &d, diff, sizeof(diff));
+		is_int(n, 2, "config_diff: two options differ");
+		is_str(diff, "metrics_listen: 127.0.0.1:9464 \u2192 \"\"\ninterval: 2 \u2192 0.5\n",
+		       "config_diff: old \u2192 new per line, empty shown as \"\"");
+		is_int(config_diff(&d, &d, diff, sizeof(diff)), 0, "config_diff: none against itself");
+		config_free(&d);
+	}
+	config_free(&c);
+	clear_env();
+}
+
 /* header_timeout: its default, and each source by the derived names. */
 static void test_header_timeout(void)
 {
@@ -228,6 +275,7 @@ int main(void)
 	test_precedence();
 	test_errors();
 	test_actions();
+	test_origins();
 	test_header_timeout();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

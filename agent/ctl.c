@@ -1,0 +1,260 @@
+#include "agent/ctl.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/config.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "runtime/http.h"
+
+#define CTL_TIMEOUT_MS 30000
+#define CTL_MAX_BODY (4u << 20)
+
+/* The socket: --control-socket, else the environment, else the config file
+ * (as the agent reads it), else the default. A config the agent would refuse
+ * must not stop `reload` from saying so: it falls back to the default. */
+static const char *socket_path(int argc, char *argv[], char **owned)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "--control-socket=", 17))
+			return argv[i] + 17;
+		if (!strcmp(argv[i], "--control-socket") && i + 1 < argc)
+			return argv[i + 1];
+	}
+	const char *env = getenv("DSTACK_HEALTHD_CONTROL_SOCKET");
+	if (env)
+		return env;
+	char *const args[] = { "dstack-healthd", NULL };
+	struct config c;
+	struct errbuf err = { "" };
+	if (config_load(1, args, &c, &err) == 0) {
+		*owned = c.control_socket;
+		c.control_socket = NULL;
+		config_free(&c);
+		return *owned;
+	}
+	return CONFIG_DEFAULT_CONTROL_SOCKET;
+}
+
+static int call(const char *path, const char *method, const char *target,
+		struct http_response *resp)
+{
+	struct http_endpoint ep;
+	struct errbuf err = { "" };
+	char url[4200];
+	struct http_conn *c = NULL;
+	int64_t deadline = clock_mono_ms() + CTL_TIMEOUT_MS;
+	char cwd[4096] = "";
+	if (path[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		cwd[0] = '\0';
+	snprintf(url, sizeof(url), "unix://%s%s%s", cwd, cwd[0] ? "/" : "", path);
+	int r = http_endpoint_parse(url, false, "", &ep, &err);
+	if (r == 0)
+		r = http_connect(&ep, deadline, &c, &err);
+	if (r == 0)
+		r = http_request(c, method, target, deadline, CTL_MAX_BODY, resp, &err);
+	http_close(c);
+	if (r < 0)
+		fprintf(stderr, "dstack-healthd: the agent's control socket %s: %s\n", path, err.msg);
+	return r;
+}
+
+struct out {
+	const struct json *j;
+	bool colour;
+};
+
+static void str(const struct json *j, int v, char *buf, size_t n)
+{
+	char *s = NULL;
+	if (v >= 0 && json_is_string(j, v) && json_strdup(j, v, &s) == 0)
+		snprintf(buf, n, "%s", s);
+	else if (v >= 0 && !json_is_null(j, v))
+		snprintf(buf, n, "%.*s", j->tok[v].end - j->tok[v].start, j->s + j->tok[v].start);
+	else
+		snprintf(buf, n, "-");
+	free(s);
+}
+
+static const char *paint(const struct out *o, bool good)
+{
+	return !o->colour ? "" : good ? "\033[32m" : "\033[31m";
+}
+
+static void print_containers(const struct out *o, int arr)
+{
+	const struct json *j = o->j;
+	if (arr < 0 || !json_is_array(j, arr) || j->tok[arr].size == 0)
+		return;
+	printf("\nContainers:\n");
+	JSON_ARRAY_FOREACH(j, arr, c, n) {
+		char name[128], status[256], streak[32], since[40], probe[256];
+		str(j, json_get(j, c, "name"), name, sizeof(name));
+		str(j, json_get(j, c, "status"), status, sizeof(status));
+		str(j, json_get(j, c, "failing_streak"), streak, sizeof(streak));
+		str(j, json_get(j, c, "since"), since, sizeof(since));
+		str(j, json_get(j, json_get(j, c, "last_probe"), "output"), probe, sizeof(probe));
+		char *nl = strstr(probe, "\\n");
+		if (nl)
+			*nl = '\0';
+		bool good = !strcmp(status, "healthy");
+		printf("  %-24s %s%-28s%s streak %-3s since %s\n", name, paint(o, good), status,
+		       o->colour ? "\033[0m" : "", streak, since);
+		if (strcmp(probe, "-"))
+			printf("  %-24s last probe: %s\n", "", probe);
+	}
+}
+
+static void print_pollers(const struct out *o, int arr)
+{
+	const struct json *j = o->j;
+	printf("\nPollers (last 10 minutes):\n");
+	if (arr < 0 || !json_is_array(j, arr) || j->tok[arr].size == 0)
+		printf("  none\n");
+	else
+		JSON_ARRAY_FOREACH(j, arr, p, n) {
+			char addr[64], count[32], last[40], told[8];
+			str(j, json_get(j, p, "address"), addr, sizeof(addr));
+			str(j, json_get(j, p, "count"), count, sizeof(count));
+			str(j, json_get(j, p, "last_seen"), last, sizeof(last));
+			str(j, json_get(j, p, "last_healthy"), told, sizeof(told));
+			printf("  %-40s %s polls, last %s, told healthy=%s\n", addr, count, last, told);
+		}
+}
+
+static void print_history(const struct out *o, int arr)
+{
+	const struct json *j = o->j;
+	if (arr < 0 || !json_is_array(j, arr))
+		return;
+	printf("\nRecent changes:\n");
+	JSON_ARRAY_FOREACH(j, arr, h, n) {
+		if (n >= 10)
+			break;
+		char t[40], summary[256], trig[16];
+		str(j, json_get(j, h, "time"), t, sizeof(t));
+		str(j, json_get(j, h, "summary"), summary, sizeof(summary));
+		str(j, json_get(j, h, "trigger"), trig, sizeof(trig));
+		printf("  %s  %-7s %s\n", t, trig, summary);
+	}
+}
+
+static int summary(const char *body, size_t len, bool *healthy)
+{
+	struct json j;
+	struct errbuf err = { "" };
+	if (json_parse(&j, body, len, 1 << 20, &err) < 0) {
+		fprintf(stderr, "dstack-healthd: the agent's answer: %s\n", err.msg);
+		return -1;
+	}
+	struct out o = { &j, isatty(STDOUT_FILENO) == 1 };
+	int v = json_get(&j, 0, "verdict");
+	json_bool(&j, json_get(&j, v, "healthy"), healthy);
+	char error[512];
+	str(&j, json_get(&j, v, "error"), error, sizeof(error));
+	printf("%s%s%s", paint(&o, *healthy), *healthy ? "healthy" : "NOT healthy",
+	       o.colour ? "\033[0m" : "");
+	if (error[0] && strcmp(error, "-"))
+		printf(": %s", error);
+	printf("\n");
+	int un = json_get(&j, v, "unhealthy");
+	if (json_is_array(&j, un))
+		JSON_ARRAY_FOREACH(&j, un, e, n) {
+			char name[128], status[256];
+			str(&j, json_get(&j, e, "name"), name, sizeof(name));
+			str(&j, json_get(&j, e, "status"), status, sizeof(status));
+			printf("  %s: %s\n", name, status);
+		}
+	print_containers(&o, json_get(&j, 0, "containers"));
+	print_pollers(&o, json_get(&j, 0, "pollers"));
+	print_history(&o, json_get(&j, 0, "history"));
+	json_free(&j);
+	return 0;
+}
+
+static int do_status(int argc, char *argv[], const char *path)
+{
+	bool raw = false, healthy = false;
+	for (int i = 1; i < argc; i++)
+		raw |= !strcmp(argv[i], "--json");
+	struct http_response resp = { 0 };
+	if (call(path, "GET", "/status", &resp) < 0)
+		return CTL_EXIT_UNREACHABLE;
+	int rc = CTL_EXIT_UNREACHABLE;
+	if (resp.status != 200) {
+		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d: %s", resp.status,
+			resp.body ? resp.body : "");
+	} else if (raw) {
+		fwrite(resp.body, 1, resp.body_len, stdout);
+		struct json j;
+		struct errbuf err = { "" };
+		if (json_parse(&j, resp.body, resp.body_len, 1 << 20, &err) == 0) {
+			json_bool(&j, json_get(&j, json_get(&j, 0, "verdict"), "healthy"), &healthy);
+			json_free(&j);
+		}
+		rc = healthy ? 0 : 1;
+	} else if (summary(resp.body, resp.body_len, &healthy) == 0) {
+		rc = healthy ? 0 : 1;
+	}
+	http_response_free(&resp);
+	return rc;
+}
+
+/* Under systemd (ExecReload= sets MAINPID) with no control socket to ask,
+ * a reload is still a reload: the signal, without the answer. */
+static int signal_main(void)
+{
+	const char *m = getenv("MAINPID");
+	char *end;
+	long pid = m ? strtol(m, &end, 10) : 0;
+	if (!m || *end || pid <= 1)
+		return CTL_EXIT_UNREACHABLE;
+	if (kill((pid_t)pid, SIGHUP) < 0) {
+		fprintf(stderr, "dstack-healthd: SIGHUP to %ld: %s\n", pid, strerror(errno));
+		return CTL_EXIT_UNREACHABLE;
+	}
+	fprintf(stderr, "dstack-healthd: sent SIGHUP to %ld instead; whether the reload was "
+			"applied is in the journal\n", pid);
+	return 0;
+}
+
+static int do_reload(const char *path)
+{
+	struct http_response resp = { 0 };
+	if (!path || !*path || call(path, "POST", "/reload", &resp) < 0)
+		return signal_main();
+	int rc = resp.status == 200 ? 0 : 1;
+	if (resp.status != 200 && resp.status != 409)
+		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d\n", resp.status);
+	fwrite(resp.body ? resp.body : "", 1, resp.body_len, rc ? stderr : stdout);
+	http_response_free(&resp);
+	return rc;
+}
+
+int ctl_main(int argc, char *argv[])
+{
+	char *owned = NULL;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("Usage: dstack-healthd status [--json] [--control-socket=PATH]\n"
+			       "       dstack-healthd reload [--control-socket=PATH]\n");
+			return 0;
+		}
+	const char *path = socket_path(argc, argv, &owned);
+	int rc;
+	if (!strcmp(argv[0], "reload")) {
+		rc = do_reload(path);
+	} else if (!path || !*path) {
+		fprintf(stderr, "dstack-healthd: the control socket is disabled\n");
+		rc = CTL_EXIT_UNREACHABLE;
+	} else {
+		rc = do_status(argc, argv, path);
+	}
+	free(owned);
+	return rc;
+}

@@ -1,0 +1,410 @@
+#include "agent/opview.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/version.h"
+
+static const char *const trigger_names[N_TRIGGERS] = { "timer", "event", "reload", "start" };
+/* Seconds; a refresh normally takes a few ms, its limit is 10 s. */
+static const double bucket_bounds[OPVIEW_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+						       0.5,   1,    2.5,   5,    10 };
+
+int64_t opview_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void opview_init(struct opview *v)
+{
+	/* Zeroed storage already (see opview.h): clearing it again would
+	 * touch every page of the tables for nothing. */
+	view_box_init(&v->box);
+	view_box_init(&v->config);
+	pollers_init(&v->pollers);
+	v->first_trigger = TRIGGER_START;
+}
+
+void opview_destroy(struct opview *v)
+{
+	view_box_destroy(&v->box);
+	view_box_destroy(&v->config);
+	pollers_destroy(&v->pollers);
+	free(v->since);
+	v->since = NULL;
+	json_buf_free(&v->scratch[0]);
+	json_buf_free(&v->scratch[1]);
+}
+
+/* Against what the view last recorded, not the refresher's own memory:
+ * a reload starts a refresher afresh, and the verdict served across it may
+ * well be the same. */
+static bool changed(const struct opview *v, const struct verdict *now)
+{
+	char summary[sizeof(v->history[0].summary)];
+	if (v->history_n == 0)
+		return true;
+	const struct opview_change *last =
+		&v->history[(v->history_next + OPVIEW_HISTORY - 1) % OPVIEW_HISTORY];
+	verdict_summary(now, summary, sizeof(summary));
+	return last->healthy != now->healthy || strcmp(last->summary, summary) != 0;
+}
+
+static void record(struct opview *v, const struct opview_refresh *r)
+{
+	int64_t d = r->duration_us;
+	v->refreshes[r->trigger]++;
+	v->last_start_ms = r->start_ms;
+	v->last_end_ms = r->end_ms;
+	v->last_duration_us = d;
+	v->durations[v->durations_next] = d;
+	v->durations_next = (v->durations_next + 1) % OPVIEW_DURATIONS;
+	if (v->durations_n < OPVIEW_DURATIONS)
+		v->durations_n++;
+	size_t b = 0;
+	while (b < OPVIEW_BUCKETS && (double)d / 1e6 > bucket_bounds[b])
+		b++;
+	v->buckets[b]++;
+	v->duration_sum += (double)d / 1e6;
+	if (r->result < 0) {
+		v->failures_total++;
+		v->last_failure_ms = r->end_ms;
+		snprintf(v->last_failure, sizeof(v->last_failure), "%s", r->error ? r->error : "");
+	}
+	if (changed(v, r->published)) {
+		struct opview_change *c = &v->history[v->history_next];
+		v->history_next = (v->history_next + 1) % OPVIEW_HISTORY;
+		if (v->history_n < OPVIEW_HISTORY)
+			v->history_n++;
+		v->changes_total++;
+		c->time_ms = r->end_ms;
+		c->healthy = r->published->healthy;
+		c->trigger = (uint8_t)r->trigger;
+		verdict_summary(r->published, c->summary, sizeof(c->summary));
+	}
+}
+
+/* The status a container is served with: its verdict entry, else healthy
+ * when judged, else why it is skipped. */
+static const char *served_status(const struct verdict *v, const struct container *c,
+				 const char *skipped)
+{
+	if (skipped)
+		return "not judged";
+	for (size_t i = 0; i < v->n_entries; i++)
+		if (c->name && strcmp(v->entries[i].name, c->name) == 0)
+			return v->entries[i].status;
+	return "healthy";
+}
+
+/* When each container entered the status it has now, as far as seen. */
+static int64_t since_of(struct opview *v, struct opview_since *next, size_t i, const char *name,
+			const char *status, int64_t now)
+{
+	struct opview_since *s = &next[i];
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(s->status, sizeof(s->status), "%s", status);
+	s->since_ms = now;
+	for (size_t k = 0; k < v->n_since; k++)
+		if (strcmp(v->since[k].name, s->name) == 0 &&
+		    strcmp(v->since[k].status, s->status) == 0)
+			s->since_ms = v->since[k].since_ms;
+	return s->since_ms;
+}
+
+static int put_str(struct json_buf *b, const char *key, const char *val)
+{
+	int r = view_printf(b, "\"%s\":", key);
+	return r ? r : val ? json_buf_string(b, val) : json_buf_puts(b, "null");
+}
+
+static int put_time(struct json_buf *b, const char *key, int64_t ms)
+{
+	int r = view_printf(b, "\"%s\":", key);
+	return r ? r : view_json_time(b, ms);
+}
+
+static int container_json(struct json_buf *b, const struct container *c, const char *status,
+			  const char *skipped, int64_t since)
+{
+	int r = json_buf_puts(b, "{");
+	if (!r) r = put_str(b, "name", c->name);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "service", c->service);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "state", c->state);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "health", c->health && *c->health ? c->health : NULL);
+	if (!r) r = view_printf(b, ",\"judged\":%s,", skipped ? "false" : "true");
+	if (!r) r = put_str(b, "skipped", skipped);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "status", status);
+	if (!r) r = view_printf(b, ",\"failing_streak\":%lld,", (long long)c->failing_streak);
+	if (!r) r = put_time(b, "since", since);
+	if (!r) r = json_buf_puts(b, ",\"last_probe\":");
+	if (!r && !c->has_probe)
+		r = json_buf_puts(b, "null");
+	else if (!r) {
+		struct json_buf esc = { 0 };
+		const char *o = c->probe_output ? c->probe_output : "";
+		r = view_escape_output(&esc, o, strlen(o));
+		if (!r) r = view_printf(b, "{\"exit_code\":%lld,", (long long)c->probe_exit_code);
+		if (!r) r = put_time(b, "end", c->health_log_end_ns / 1000000);
+		if (!r) r = json_buf_puts(b, ",");
+		if (!r) r = put_str(b, "output", esc.p ? esc.p : "");
+		if (!r) r = json_buf_puts(b, "}");
+		json_buf_free(&esc);
+	}
+	return r ? r : json_buf_puts(b, "}");
+}
+
+static int containers_json(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
+{
+	const struct container_list *l = &r->detail->containers;
+	struct opview_since *next = l->n ? calloc(l->n, sizeof(*next)) : NULL;
+	if (l->n && !next)
+		return -1;
+	int e = json_buf_puts(b, "[");
+	for (size_t i = 0; !e && i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		const char *skipped = container_skip_reason(c);
+		const char *status = served_status(r->published, c, skipped);
+		int64_t since = since_of(v, next, i, c->name ? c->name : "", status, r->end_ms);
+		if (i)
+			e = json_buf_puts(b, ",");
+		if (!e)
+			e = container_json(b, c, status, skipped, since);
+	}
+	if (e) {
+		free(next);
+		return e;
+	}
+	free(v->since);
+	v->since = next;
+	v->n_since = l->n;
+	return json_buf_puts(b, "]");
+}
+
+static int source_json(struct json_buf *b, const struct opview_refresh *r)
+{
+	const struct app_compose *app = r->app;
+	const struct source_detail *d = r->detail;
+	int e;
+	if (r->manifest_error) {
+		e = json_buf_puts(b, "{\"kind\":\"unusable\",");
+		if (!e) e = put_str(b, "why", r->manifest_error);
+		return e ? e : json_buf_puts(b, "}");
+	}
+	if (!app->health_check)
+		return json_buf_puts(b, "{\"kind\":\"none\",\"why\":\"health_check is off\"}");
+	if (app->health_status_file) {
+		e = json_buf_puts(b, "{\"kind\":\"status_file\",");
+		if (!e) e = put_str(b, "path", app->health_status_file);
+		return e ? e : json_buf_puts(b, "}");
+	}
+	bool nerd = app->kind == RUNNER_NERDCTL_COMPOSE;
+	e = view_printf(b, "{\"kind\":\"%s\",", nerd ? "nerdctl" : "docker");
+	if (!e && nerd) {
+		e = put_str(b, "nerdctl", r->cfg->nerdctl);
+		if (!e) e = json_buf_puts(b, ",");
+		if (!e) e = put_str(b, "namespace", d->nerdctl_namespace[0] ? d->nerdctl_namespace : NULL);
+	} else if (!e) {
+		int av = d->containers.api_version;
+		e = put_str(b, "host", r->cfg->docker_host);
+		if (!e && av)
+			e = view_printf(b, ",\"api_version\":\"%d.%d\"", av / 100, av % 100);
+		else if (!e)
+			e = json_buf_puts(b, ",\"api_version\":null");
+	}
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_str(b, "project", d->project[0] ? d->project : NULL);
+	return e ? e : json_buf_puts(b, "}");
+}
+
+static int statusfile_json(struct json_buf *b, const struct opview_refresh *r)
+{
+	const struct statusfile_info *s = &r->detail->statusfile;
+	if (!r->detail->have_statusfile)
+		return json_buf_puts(b, "null");
+	if (!s->read)
+		return json_buf_puts(b, "{\"read\":false}");
+	int e = view_printf(b, "{\"read\":true,\"age_s\":%lld,", (long long)(r->end_ms / 1000 - s->mtime));
+	if (!e) e = put_time(b, "modified", s->mtime * 1000);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_str(b, "state", s->word[0] ? s->word : NULL);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_time(b, "timestamp", s->has_written ? s->written * 1000 : 0);
+	return e ? e : json_buf_puts(b, "}");
+}
+
+static int refresh_json(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
+{
+	struct watch_stats ws;
+	watch_stats_get(r->watcher, &ws);
+	int64_t interval = r->cfg->interval_ms, due = r->start_ms + interval;
+	if (due < r->end_ms)
+		due = r->end_ms + interval;
+	int e = json_buf_puts(b, "{");
+	if (!e) e = put_time(b, "last_start", v->last_start_ms);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_time(b, "last_end", v->last_end_ms);
+	if (!e) e = view_printf(b, ",\"last_duration_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
+				"\"failures_in_row\":%u,\"last_failure\":",
+				(double)v->last_duration_us / 1000,
+				(double)view_percentile(v->durations, v->durations_n, 50) / 1000,
+				(double)view_percentile(v->durations, v->durations_n, 99) / 1000,
+				r->failures_in_row);
+	if (!e && v->last_failure_ms) {
+		e = json_buf_puts(b, "{");
+		if (!e) e = put_time(b, "time", v->last_failure_ms);
+		if (!e) e = json_buf_puts(b, ",");
+		if (!e) e = put_str(b, "error", v->last_failure);
+		if (!e) e = json_buf_puts(b, "}");
+	} else if (!e) {
+		e = json_buf_puts(b, "null");
+	}
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_time(b, "next_due", due);
+	if (!e) e = json_buf_puts(b, ",\"events\":");
+	if (!e && !r->watcher) {
+		e = json_buf_puts(b, "null");
+	} else if (!e) {
+		e = view_printf(b, "{\"connected\":%s,", ws.connected ? "true" : "false");
+		if (!e) e = put_time(b, "connected_since", ws.connected ? ws.connected_since_ms : 0);
+		if (!e) e = view_printf(b, ",\"reconnects\":%llu,", (unsigned long long)ws.reconnects);
+		if (!e) e = put_time(b, "last_event_time", ws.last_event_ms);
+		if (!e) e = json_buf_puts(b, ",");
+		if (!e) e = put_str(b, "last_event", ws.last_event[0] ? ws.last_event : NULL);
+		if (!e) e = json_buf_puts(b, ",");
+		if (!e) e = put_str(b, "last_error", ws.last_error[0] ? ws.last_error : NULL);
+		if (!e) e = json_buf_puts(b, "}");
+	}
+	return e ? e : json_buf_puts(b, "}");
+}
+
+static int history_json(struct opview *v, struct json_buf *b)
+{
+	int e = json_buf_puts(b, "[");
+	/* Newest first. */
+	for (unsigned k = 0; !e && k < v->history_n; k++) {
+		const struct opview_change *c =
+			&v->history[(v->history_next + OPVIEW_HISTORY - 1 - k) % OPVIEW_HISTORY];
+		e = json_buf_puts(b, k ? ",{" : "{");
+		if (!e) e = put_time(b, "time", c->time_ms);
+		if (!e) e = view_printf(b, ",\"healthy\":%s,", c->healthy ? "true" : "false");
+		if (!e) e = put_str(b, "summary", c->summary);
+		if (!e) e = view_printf(b, ",\"trigger\":\"%s\"}", trigger_names[c->trigger]);
+	}
+	return e ? e : json_buf_puts(b, "]");
+}
+
+static int status_json(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
+{
+	int e = json_buf_puts(b, "\"source\":");
+	if (!e) e = source_json(b, r);
+	if (!e) e = json_buf_puts(b, ",\"containers\":");
+	if (!e) e = r->detail->have_containers ? containers_json(v, b, r) : json_buf_puts(b, "null");
+	if (!e) e = json_buf_puts(b, ",\"status_file\":");
+	if (!e) e = statusfile_json(b, r);
+	if (!e) e = json_buf_puts(b, ",\"refresh\":");
+	if (!e) e = refresh_json(v, b, r);
+	if (!e) e = json_buf_puts(b, ",\"history\":");
+	return e ? e : history_json(v, b);
+}
+
+static const char *source_name(const struct opview_refresh *r)
+{
+	const struct app_compose *app = r->app;
+	return r->manifest_error ? "unusable" : !app->health_check ? "none" : app->health_status_file ? "status_file"
+	       : app->kind == RUNNER_NERDCTL_COMPOSE ? "nerdctl" : "docker";
+}
+
+static int containers_metrics(struct json_buf *b, const struct opview_refresh *r)
+{
+	int e = view_prom_family(b, "dstack_healthd_container_healthy", "gauge",
+				 "1 when the container is served as healthy, per judged container");
+	const struct container_list *l = &r->detail->containers;
+	for (size_t i = 0; !e && i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		const char *skipped = container_skip_reason(c);
+		if (skipped)
+			continue;
+		struct json_buf lab = { 0 };
+		e = json_buf_puts(&lab, "name=\"");
+		if (!e) e = view_prom_label(&lab, c->name ? c->name : "");
+		if (!e) e = json_buf_puts(&lab, "\",service=\"");
+		if (!e) e = view_prom_label(&lab, c->service ? c->service : "");
+		if (!e) e = json_buf_puts(&lab, "\"");
+		if (!e)
+			e = view_prom_sample(b, "dstack_healthd_container_healthy", lab.p,
+					     strcmp(served_status(r->published, c, NULL), "healthy") == 0);
+		json_buf_free(&lab);
+	}
+	return e;
+}
+
+static int metrics_text(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
+{
+	struct watch_stats ws;
+	watch_stats_get(r->watcher, &ws);
+	int e = view_prom_family(b, "dstack_healthd_info", "gauge", "the agent's version and source");
+	if (!e) e = view_printf(b, "dstack_healthd_info{version=\"%s\",source=\"%s\"} 1\n",
+				HEALTHD_VERSION, source_name(r));
+	if (!e) e = containers_metrics(b, r);
+	if (!e) e = view_prom_histogram(b, "dstack_healthd_refresh_duration_seconds",
+					"how long refreshes took", bucket_bounds, v->buckets,
+					OPVIEW_BUCKETS, v->duration_sum);
+	if (!e) e = view_prom_family(b, "dstack_healthd_refreshes_total", "counter",
+				     "refreshes run, by what started them");
+	for (int t = 0; !e && t < N_TRIGGERS; t++)
+		e = view_printf(b, "dstack_healthd_refreshes_total{trigger=\"%s\"} %llu\n",
+				trigger_names[t], (unsigned long long)v->refreshes[t]);
+	if (!e) e = view_prom_family(b, "dstack_healthd_refresh_failures_total", "counter",
+				     "refreshes that failed");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_refresh_failures_total", NULL,
+				     (double)v->failures_total);
+	if (!e) e = view_prom_family(b, "dstack_healthd_verdict_changes_total", "counter",
+				     "times the published verdict changed");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_verdict_changes_total", NULL,
+				     (double)v->changes_total);
+	if (!e) e = view_prom_family(b, "dstack_healthd_last_refresh_timestamp_seconds", "gauge",
+				     "when the last refresh ended");
+	if (!e) e = view_printf(b, "dstack_healthd_last_refresh_timestamp_seconds %.3f\n",
+				(double)v->last_end_ms / 1000);
+	if (!e) e = view_prom_family(b, "dstack_healthd_events_reconnects_total", "counter",
+				     "Docker events stream subscriptions after the first");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_events_reconnects_total", NULL,
+				     (double)ws.reconnects);
+	return e;
+}
+
+void opview_refreshed(struct opview *v, const struct opview_refresh *r)
+{
+	record(v, r);
+	/* Built in buffers kept from one refresh to the next, then copied out
+	 * of the heap (view_copy): growing fresh ones each time, between the
+	 * runtime's own buffers, left the refresh thread's heap ragged. */
+	v->scratch[0].len = v->scratch[1].len = 0;
+	int e = status_json(v, &v->scratch[0], r);
+	if (!e)
+		e = metrics_text(v, &v->scratch[1], r);
+	struct view *nv = e ? NULL : view_copy(v->scratch[0].p, v->scratch[0].len,
+					       v->scratch[1].p, v->scratch[1].len);
+	if (nv)
+		view_box_publish(&v->box, nv);
+}
+
+void opview_publish_config(struct opview *v, const struct config *cfg)
+{
+	struct json_buf b = { 0 };
+	struct view *nv = config_json(cfg, &b) == 0 ? view_new(b.p, b.len, NULL, 0) : NULL;
+	if (!nv) {
+		json_buf_free(&b);
+		return;
+	}
+	view_box_publish(&v->config, nv);
+}

@@ -1,0 +1,93 @@
+/* The refresh thread's side of the operator's view (issue 11): what it
+ * remembers across refreshes (and reloads) and the view it publishes after
+ * each refresh, for the control socket to serve without asking anything. */
+#ifndef HEALTHD_OPVIEW_H
+#define HEALTHD_OPVIEW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/compose.h"
+#include "agent/config.h"
+#include "agent/source.h"
+#include "agent/watch.h"
+#include "base/err.h"
+#include "base/pollers.h"
+#include "base/view.h"
+
+#define OPVIEW_HISTORY 64
+#define OPVIEW_DURATIONS 100
+#define OPVIEW_BUCKETS 11
+
+enum opview_trigger { TRIGGER_TIMER, TRIGGER_EVENT, TRIGGER_RELOAD, TRIGGER_START, N_TRIGGERS };
+
+struct opview_change {
+	int64_t time_ms;
+	bool healthy;
+	uint8_t trigger;
+	char summary[240];
+};
+
+struct opview_since {
+	char name[128];
+	char status[256];
+	int64_t since_ms;
+};
+
+/* Owned by main; the refresh thread (one at a time, across reloads) is the
+ * only writer of everything but the box and the pollers, which have their
+ * own locks. */
+struct opview {
+	struct view_box box;
+	struct view_box config; /* published by the main thread */
+	struct pollers pollers;
+
+	struct opview_change history[OPVIEW_HISTORY];
+	unsigned history_n, history_next;
+	int64_t durations[OPVIEW_DURATIONS]; /* us */
+	unsigned durations_n, durations_next;
+	uint64_t buckets[OPVIEW_BUCKETS + 1];
+	double duration_sum;
+	uint64_t refreshes[N_TRIGGERS], failures_total, changes_total;
+	int64_t last_start_ms, last_end_ms, last_duration_us, last_failure_ms;
+	char last_failure[ERRBUF_SIZE];
+	/* The first refresh of the next refresher: start or reload. */
+	enum opview_trigger first_trigger;
+
+	struct opview_since *since;
+	size_t n_since;
+	struct json_buf scratch[2]; /* status, metrics: kept, reused */
+};
+
+/* v must be zeroed storage (static, or calloc'd). */
+void opview_init(struct opview *v);
+void opview_destroy(struct opview *v);
+
+/* One refresh as the loop saw it. */
+struct opview_refresh {
+	const struct config *cfg;
+	const struct app_compose *app;
+	/* app-compose.json is not usable (app says nothing): why, in full. */
+	const char *manifest_error;
+	enum opview_trigger trigger;
+	int64_t start_ms, end_ms;   /* CLOCK_REALTIME */
+	int64_t duration_us;        /* measured on CLOCK_MONOTONIC */
+	int result;                 /* source_refresh's */
+	const char *error;          /* when result < 0 */
+	unsigned failures_in_row;
+	const struct verdict *published;
+	const struct source_detail *detail;
+	struct watcher *watcher;
+};
+
+/* Records the refresh and publishes a new view. Errors (ENOMEM) leave the
+ * previous view in place. */
+void opview_refreshed(struct opview *v, const struct opview_refresh *r);
+
+int64_t opview_now_ms(void);
+
+/* The main thread, at start and after each reload: publishes the
+ * configuration in force (config_json), so that /status shows it at once. */
+void opview_publish_config(struct opview *v, const struct config *cfg);
+
+#endif

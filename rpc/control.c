@@ -1,0 +1,361 @@
+#include "rpc/control.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "base/clock.h"
+#include "rpc/encode.h"
+
+/* A POST /reload waiting, suspended, for the main thread's answer. */
+struct pending {
+	struct pending *next;
+	struct MHD_Connection *c;
+	uint64_t ticket;
+	bool done;
+	int result;
+	char *text;
+};
+
+struct control {
+	struct MHD_Daemon *d, *m;
+	struct control_opts o;
+	pthread_mutex_t lock; /* pending */
+	struct pending *pending;
+};
+
+static int64_t real_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,
+			     const char *body, size_t len)
+{
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result e = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return e;
+}
+
+static enum MHD_Result reply_buf(struct MHD_Connection *c, const char *type, struct json_buf *b,
+				 int e)
+{
+	enum MHD_Result r = e ? reply(c, 500, "text/plain", "out of memory\n", 14)
+			      : reply(c, 200, type, b->p ? b->p : "", b->len);
+	json_buf_free(b);
+	return r;
+}
+
+/* The verdict exactly as the public side serves it now, stale rule included. */
+static int verdict_json(struct control *ct, struct json_buf *b, bool *healthy)
+{
+	struct snapshot *s = cache_acquire(ct->o.cache);
+	int64_t age = clock_mono_ms() - s->mono_ms;
+	int e;
+	if (s->max_age_ms > 0 && age > s->max_age_ms) {
+		struct verdict v;
+		verdict_init(&v);
+		e = verdict_set_error(&v, "verdict is %lld s old; the refresh loop is not keeping it current",
+				      (long long)(age / 1000));
+		if (!e)
+			e = encode_health_json(&v, b);
+		*healthy = false;
+		verdict_free(&v);
+	} else {
+		e = encode_health_json(&s->verdict, b);
+		*healthy = s->verdict.healthy;
+	}
+	snapshot_unref(s);
+	return e;
+}
+
+/* The table is copied to the heap: a static per-thread copy would sit in
+ * every thread's TLS, public ones included. */
+static int pollers_json(struct control *ct, struct json_buf *b)
+{
+	struct pollers_table *tp = malloc(sizeof(*tp));
+	if (!tp)
+		return -ENOMEM;
+	pollers_copy(ct->o.pollers, tp);
+	const struct pollers_table *t = tp;
+	int64_t since = real_ms() - POLLERS_RECENT_MS;
+	int e = json_buf_puts(b, "[");
+	bool first = true;
+	for (size_t i = 0; !e && i < t->n; i++) {
+		const struct poller *p = &t->v[i];
+		if (p->last_seen_ms < since)
+			continue;
+		char addr[64];
+		poller_addr_str(&p->addr, addr, sizeof(addr));
+		e = view_printf(b, "%s{\"address\":\"%s\",\"first_seen\":", first ? "" : ",", addr);
+		if (!e) e = view_json_time(b, p->first_seen_ms);
+		if (!e) e = json_buf_puts(b, ",\"last_seen\":");
+		if (!e) e = view_json_time(b, p->last_seen_ms);
+		if (!e) e = view_printf(b, ",\"count\":%llu,\"last_healthy\":%s,\"last_seq\":%llu}",
+					(unsigned long long)p->count, p->last_healthy ? "true" : "false",
+					(unsigned long long)p->last_seq);
+		first = false;
+	}
+	free(tp);
+	return e ? e : json_buf_puts(b, "]");
+}
+
+static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
+{
+	struct json_buf b = { 0 };
+	bool healthy;
+	struct view *v = view_box_acquire(ct->o.view);
+	int e = json_buf_puts(&b, "{\"verdict\":");
+	if (!e) e = verdict_json(ct, &b, &healthy);
+	if (!e) e = json_buf_puts(&b, ",");
+	if (!e && v && v->status)
+		e = json_buf_put(&b, v->status, v->status_len);
+	else if (!e)
+		e = json_buf_puts(&b, "\"refresh\":null");
+	struct view *cf = view_box_acquire(ct->o.config);
+	if (!e) e = json_buf_puts(&b, ",\"config\":");
+	if (!e) e = cf && cf->status ? json_buf_put(&b, cf->status, cf->status_len)
+			      : json_buf_puts(&b, "null");
+	view_unref(cf);
+	if (!e) e = json_buf_puts(&b, ",\"pollers\":");
+	if (!e) e = pollers_json(ct, &b);
+	if (!e) e = json_buf_puts(&b, "}\n");
+	view_unref(v);
+	return reply_buf(c, "application/json", &b, e);
+}
+
+static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
+{
+	struct json_buf b = { 0 };
+	struct json_buf ignored = { 0 };
+	bool healthy = false;
+	struct pollers_table *tp = malloc(sizeof(*tp));
+	if (!tp)
+		return reply(c, 500, "text/plain", "out of memory\n", 14);
+	const struct pollers_table *t = tp;
+	int e = verdict_json(ct, &ignored, &healthy);
+	json_buf_free(&ignored);
+	pollers_copy(ct->o.pollers, tp);
+	struct view *v = view_box_acquire(ct->o.view);
+	if (!e) e = view_prom_family(&b, "dstack_healthd_healthy", "gauge",
+				     "1 when the verdict served now is healthy");
+	if (!e) e = view_prom_sample(&b, "dstack_healthd_healthy", NULL, healthy);
+	if (!e) e = view_prom_family(&b, "dstack_healthd_pollers", "gauge",
+				     "addresses that asked for Health in the last 10 minutes");
+	if (!e) e = view_prom_sample(&b, "dstack_healthd_pollers", NULL,
+				     (double)pollers_table_recent(t, real_ms() - POLLERS_RECENT_MS));
+	if (!e) e = view_prom_family(&b, "dstack_healthd_health_requests_total", "counter",
+				     "Health requests answered, by HTTP status (0: any other)");
+	for (size_t i = 0; !e && i < POLLERS_N_CODES; i++)
+		e = view_printf(&b, "dstack_healthd_health_requests_total{code=\"%u\"} %llu\n",
+				pollers_code(i), (unsigned long long)t->requests[i]);
+	if (!e && v && v->metrics)
+		e = json_buf_put(&b, v->metrics, v->metrics_len);
+	view_unref(v);
+	free(tp);
+	return reply_buf(c, "text/plain; version=0.0.4; charset=utf-8", &b, e);
+}
+
+static enum MHD_Result reload(struct control *ct, struct MHD_Connection *c, void **req_cls)
+{
+	struct pending *p = *req_cls == ct ? NULL : *req_cls;
+	if (!ct->o.reload_ask)
+		return reply(c, 503, "text/plain", "reload is not available\n", 24);
+	if (p) {
+		/* Resumed: the answer is in. */
+		const char *t = p->text ? p->text : "out of memory\n";
+		return reply(c, p->done && p->result == 0 ? 200 : 409, "text/plain; charset=utf-8", t,
+			     strlen(t));
+	}
+	if (!(p = calloc(1, sizeof(*p))))
+		return reply(c, 500, "text/plain", "out of memory\n", 14);
+	p->c = c;
+	*req_cls = p;
+	/* The ticket is taken under the lock that control_reload_done
+	 * takes: an answer that comes at once waits until p knows it. */
+	pthread_mutex_lock(&ct->lock);
+	p->next = ct->pending;
+	ct->pending = p;
+	MHD_suspend_connection(c);
+	p->ticket = ct->o.reload_ask(ct->o.reload_arg);
+	pthread_mutex_unlock(&ct->lock);
+	return MHD_YES;
+}
+
+void control_reload_done(struct control *ct, uint64_t upto, int result, const char *text)
+{
+	if (!ct)
+		return;
+	pthread_mutex_lock(&ct->lock);
+	for (struct pending *p = ct->pending; p; p = p->next) {
+		if (p->done || p->ticket == 0 || p->ticket > upto)
+			continue;
+		p->done = true;
+		p->result = result;
+		p->text = strdup(text);
+		MHD_resume_connection(p->c);
+	}
+	pthread_mutex_unlock(&ct->lock);
+}
+
+/* Root only, besides the socket's 0600: a mode is one chmod away from
+ * being wrong. */
+static bool peer_is_root(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return false;
+	return cr.uid == 0;
+}
+
+static enum MHD_Result on_control(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **req_cls)
+{
+	struct control *ct = cls;
+	if (!*req_cls) {
+		*req_cls = ct; /* wait for the whole request */
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0; /* no request here has a body worth reading */
+		return MHD_YES;
+	}
+	if (!peer_is_root(c))
+		return reply(c, 403, "text/plain", "root only\n", 10);
+	bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+	if (get && strcmp(url, "/status") == 0)
+		return status(ct, c);
+	if (get && strcmp(url, "/metrics") == 0)
+		return metrics(ct, c);
+	if (post && strcmp(url, "/reload") == 0)
+		return reload(ct, c, req_cls);
+	return reply(c, 404, "text/plain", "not found: GET /status, GET /metrics, POST /reload\n",
+		     51);
+}
+
+static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **req_cls)
+{
+	struct control *ct = cls;
+	if (!*req_cls) {
+		*req_cls = ct;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
+		return metrics(ct, c);
+	return reply(c, 404, "text/plain", "not found\n", 10);
+}
+
+/* A control request builds a few tens of KiB on a thread of its own, whose
+ * malloc arena would keep them: handed back once it is answered, so that
+ * looking at the agent does not raise its idle footprint. Rare (root, by
+ * hand or a scraper) and cheap. */
+static void on_done(void *cls, struct MHD_Connection *c, void **req_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	struct control *ct = cls;
+	struct pending *p = *req_cls && *req_cls != ct ? *req_cls : NULL;
+	if (p) {
+		pthread_mutex_lock(&ct->lock);
+		for (struct pending **pp = &ct->pending; *pp; pp = &(*pp)->next)
+			if (*pp == p) {
+				*pp = p->next;
+				break;
+			}
+		pthread_mutex_unlock(&ct->lock);
+		free(p->text);
+		free(p);
+		*req_cls = NULL;
+	}
+	malloc_trim(0);
+}
+
+void control_stop(struct control *ct)
+{
+	if (!ct)
+		return;
+	/* MHD must not be stopped with connections suspended. */
+	pthread_mutex_lock(&ct->lock);
+	for (struct pending *p = ct->pending; p; p = p->next)
+		if (!p->done) {
+			p->done = true;
+			p->result = -1;
+			p->text = strdup("the agent is stopping; nothing was reloaded\n");
+			MHD_resume_connection(p->c);
+		}
+	pthread_mutex_unlock(&ct->lock);
+	if (ct->d)
+		MHD_stop_daemon(ct->d);
+	if (ct->m)
+		MHD_stop_daemon(ct->m);
+	pthread_mutex_destroy(&ct->lock);
+	free(ct);
+}
+
+int control_start(const struct control_opts *o, struct control **out, struct errbuf *err)
+{
+	struct control *ct = calloc(1, sizeof(*ct));
+	if (!ct) {
+		if (o->listen_fd >= 0)
+			close(o->listen_fd);
+		if (o->metrics_fd >= 0)
+			close(o->metrics_fd);
+		return errbuf_set(err, ENOMEM, "out of memory");
+	}
+	ct->o = *o;
+	pthread_mutex_init(&ct->lock, NULL);
+	/* One thread: a reload waits suspended until the main thread has
+	 * applied or refused it, resumed from there (hence ITC). */
+	if (o->listen_fd >= 0)
+		ct->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+						 MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
+					 0, NULL, NULL, on_control, ct,
+					 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)o->listen_fd,
+					 MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONTROL_MAX_CONNECTIONS,
+					 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONTROL_CONNECTION_MEMORY,
+					 MHD_OPTION_NOTIFY_COMPLETED, on_done, ct,
+					 MHD_OPTION_END);
+	if (o->metrics_fd >= 0)
+		ct->m = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
+					 on_metrics, ct, MHD_OPTION_LISTEN_SOCKET,
+					 (MHD_socket)o->metrics_fd, MHD_OPTION_CONNECTION_LIMIT,
+					 (unsigned)CONTROL_MAX_CONNECTIONS,
+					 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+					 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONTROL_CONNECTION_MEMORY,
+					 MHD_OPTION_NOTIFY_COMPLETED, on_done, ct, MHD_OPTION_END);
+	if ((o->listen_fd >= 0 && !ct->d) || (o->metrics_fd >= 0 && !ct->m)) {
+		if (!ct->d && o->listen_fd >= 0)
+			close(o->listen_fd);
+		if (!ct->m && o->metrics_fd >= 0)
+			close(o->metrics_fd);
+		control_stop(ct);
+		return errbuf_set(err, EINVAL, "libmicrohttpd would not start the local listener");
+	}
+	*out = ct;
+	return 0;
+}
