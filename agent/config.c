@@ -67,6 +67,9 @@ static const struct opt_def opts[] = {
 	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
 	    "also serve /metrics alone on this TCP HOST:PORT, e.g.\n"
 	    "127.0.0.1:9464; never a public address (default: none)"),
+	OPT("drain-window", OPT_SECONDS, drain_window_ms, "SECONDS",
+	    "`drain --wait` waits for every address that polled Health this\n"
+	    "recently to have been told (default 30)"),
 };
 #undef OPT
 
@@ -293,6 +296,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->interval_ms = 5000;
 	c->refresh_timeout_ms = 10000;
 	c->min_refresh_spacing_ms = 250;
+	c->drain_window_ms = 30000;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;
