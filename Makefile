@@ -165,7 +165,8 @@ SYSTEMDUNITDIR := /lib/systemd/system
 endif
 endif
 INSTALL ?= install
-UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket
+UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
+	systemd/dstack-healthd-drain.service
 
 .PHONY: install uninstall deb
 install: $(BUILD)/dstack-healthd

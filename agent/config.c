@@ -71,6 +71,9 @@ static const struct opt_def opts[] = {
 	    "containerd socket passed to nerdctl --address (default: nerdctl's own)"),
 	OPT("log-level", OPT_LOGLEVEL, log_priority, "LEVEL",
 	    "err, warning, notice, info or debug (default info)"),
+	OPT("drain-window", OPT_SECONDS, drain_window_ms, "SECONDS",
+	    "`drain --wait` waits for every address that polled Health this\n"
+	    "recently to have been told (default 30)"),
 };
 #undef OPT
 
@@ -298,6 +301,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->header_timeout_ms = 2000;
 	c->refresh_timeout_ms = 10000;
 	c->min_refresh_spacing_ms = 250;
+	c->drain_window_ms = 30000;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/config.h"
@@ -236,13 +237,137 @@ static int do_reload(const char *path)
 	return rc;
 }
 
+static void print_addrs(FILE *f, const struct json *j, int arr)
+{
+	bool any = false;
+	if (arr >= 0 && json_is_array(j, arr))
+		JSON_ARRAY_FOREACH(j, arr, a, n) {
+			char addr[64];
+			str(j, a, addr, sizeof(addr));
+			fprintf(f, "%s%s", any ? ", " : "", addr);
+			any = true;
+		}
+	fprintf(f, "%s\n", any ? "" : "none");
+}
+
+/* One look at the drain: 0 everyone told, 1 not yet, 3 on an error.
+ * Prints the outcome when final (or when last). */
+static int drain_look(const char *path, const char *method, bool last, double waited)
+{
+	struct http_response resp = { 0 };
+	if (call(path, method, "/drain", &resp) < 0)
+		return CTL_EXIT_UNREACHABLE;
+	struct json j;
+	struct errbuf err = { "" };
+	int rc = CTL_EXIT_UNREACHABLE;
+	if (resp.status != 200) {
+		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d: %s", resp.status,
+			resp.body ? resp.body : "");
+	} else if (json_parse(&j, resp.body, resp.body_len, 1 << 20, &err) < 0) {
+		fprintf(stderr, "dstack-healthd: the agent's answer: %s\n", err.msg);
+	} else {
+		bool on = false, all = false;
+		json_bool(&j, json_get(&j, 0, "draining"), &on);
+		json_bool(&j, json_get(&j, 0, "everyone_told"), &all);
+		int told = json_get(&j, 0, "told"), not_told = json_get(&j, 0, "not_told");
+		char window[32];
+		str(&j, json_get(&j, 0, "window"), window, sizeof(window));
+		bool none = (told < 0 || j.tok[told].size == 0) &&
+			    (not_told < 0 || j.tok[not_told].size == 0);
+		if (!on) {
+			fprintf(stderr, "dstack-healthd: the instance is not draining (resumed?)\n");
+			rc = 1;
+		} else if (all && none) {
+			printf("draining; no address polled Health in the last %s s: nothing to wait for\n",
+			       window);
+			rc = 0;
+		} else if (all) {
+			printf("draining; told after %.1f s: ", waited);
+			print_addrs(stdout, &j, told);
+			rc = 0;
+		} else {
+			rc = 1;
+			if (last) {
+				fprintf(stderr, "dstack-healthd: draining, but after %.1f s not told: ",
+					waited);
+				print_addrs(stderr, &j, not_told);
+				fprintf(stderr, "told: ");
+				print_addrs(stderr, &j, told);
+			}
+		}
+		json_free(&j);
+	}
+	http_response_free(&resp);
+	return rc;
+}
+
+/* Polls GET /drain: the agent keeps no connection or thread waiting. A
+ * poller is told on its own next poll, so a tenth of a second is fine. */
+static int do_drain(int argc, char *argv[], const char *path)
+{
+	bool wait = false;
+	double timeout = 15;
+	for (int i = 1; i < argc; i++) {
+		char *end = NULL;
+		if (!strcmp(argv[i], "--wait"))
+			wait = true;
+		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+			timeout = strtod(argv[++i], &end);
+		else if (!strncmp(argv[i], "--timeout=", 10))
+			timeout = strtod(argv[i] + 10, &end);
+		if (end && (*end || !(timeout >= 0) || timeout > 86400)) {
+			fprintf(stderr, "dstack-healthd: --timeout: a number of seconds\n");
+			return 2;
+		}
+	}
+	if (!wait) {
+		struct http_response resp = { 0 };
+		if (call(path, "POST", "/drain", &resp) < 0)
+			return CTL_EXIT_UNREACHABLE;
+		int rc = resp.status == 200 ? 0 : CTL_EXIT_UNREACHABLE;
+		fwrite(resp.body ? resp.body : "", 1, resp.body_len, rc ? stderr : stdout);
+		http_response_free(&resp);
+		return rc;
+	}
+	int64_t start = clock_mono_ms(), deadline = start + (int64_t)(timeout * 1000);
+	const char *method = "POST";
+	for (;;) {
+		int64_t now = clock_mono_ms();
+		bool last = now >= deadline;
+		int rc = drain_look(path, method, last, (double)(now - start) / 1000);
+		if (rc != 1 || last)
+			return rc;
+		method = "GET";
+		struct timespec ts = { 0, 100 * 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int do_resume(const char *path)
+{
+	struct http_response resp = { 0 };
+	if (call(path, "POST", "/resume", &resp) < 0)
+		return CTL_EXIT_UNREACHABLE;
+	int rc = resp.status == 200 ? 0 : CTL_EXIT_UNREACHABLE;
+	if (rc)
+		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d: %.*s", resp.status,
+			(int)resp.body_len, resp.body ? resp.body : "");
+	else
+		printf("resumed: the app's own verdict is served\n");
+	http_response_free(&resp);
+	return rc;
+}
+
 int ctl_main(int argc, char *argv[])
 {
 	char *owned = NULL;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			printf("Usage: dstack-healthd status [--json] [--control-socket=PATH]\n"
-			       "       dstack-healthd reload [--control-socket=PATH]\n");
+			       "       dstack-healthd reload [--control-socket=PATH]\n"
+			       "       dstack-healthd drain [--wait] [--timeout SECONDS] "
+			       "[--control-socket=PATH]\n"
+			       "       dstack-healthd resume [--control-socket=PATH]\n");
 			return 0;
 		}
 	const char *path = socket_path(argc, argv, &owned);
@@ -252,6 +377,10 @@ int ctl_main(int argc, char *argv[])
 	} else if (!path || !*path) {
 		fprintf(stderr, "dstack-healthd: the control socket is disabled\n");
 		rc = CTL_EXIT_UNREACHABLE;
+	} else if (!strcmp(argv[0], "drain")) {
+		rc = do_drain(argc, argv, path);
+	} else if (!strcmp(argv[0], "resume")) {
+		rc = do_resume(path);
 	} else {
 		rc = do_status(argc, argv, path);
 	}

@@ -7,9 +7,11 @@
 /* Exit status when the agent cannot be reached. */
 #define CTL_EXIT_UNREACHABLE 3
 
-/* argv[0] is the command ("status" or "reload"). Returns the exit status:
- * status: 0 healthy, 1 not, 3 unreachable; reload: 0 applied, 1 refused,
- * 3 unreachable; 2 on a usage error. */
+/* argv[0] is the command ("status", "reload", "drain" or "resume").
+ * Returns the exit status: status: 0 healthy, 1 not, 3 unreachable;
+ * reload: 0 applied, 1 refused, 3 unreachable; drain: 0 draining (with
+ * --wait: and every recent poller told), 1 some not told at --timeout;
+ * resume: 0; 2 on a usage error. */
 int ctl_main(int argc, char *argv[]);
 
 #endif

@@ -189,6 +189,18 @@ static uint64_t ask_reload(void *arg)
 	return mine;
 }
 
+/* The drain outlives a reload (it lives here, not in the refresher); the
+ * reload gives it the new window. */
+static struct drain *the_drain;
+
+static void drain_changed(void *arg, bool draining, int64_t at_ms, const struct verdict *served)
+{
+	char summary[256];
+	verdict_summary(served, summary, sizeof(summary));
+	log_msg(LOG_NOTICE, draining ? "drain: serving %s" : "resume: serving %s", summary);
+	opview_note_drain(arg, draining, at_ms, served);
+}
+
 static void reload_answer(uint64_t serving, int result, const char *text)
 {
 	control_reload_done(rchan.ctl, serving, result, text);
@@ -246,6 +258,8 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	*a = n;
 	view->first_trigger = TRIGGER_RELOAD;
 	opview_publish_config(view, &a->cfg);
+	if (the_drain)
+		drain_set_window(the_drain, a->cfg.drain_window_ms);
 	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, rf, &err);
 	refresh_state_free(&st);
 	if (r < 0) {
@@ -400,10 +414,16 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		.header_timeout_ms = a->cfg.header_timeout_ms,
 		.pollers = &view.pollers,
 	};
+	if (drain_new(cache, &view.pollers, a->cfg.drain_window_ms, drain_changed, &view,
+		      &the_drain) < 0) {
+		log_msg(LOG_ERR, "out of memory");
+		cache_free(cache);
+		return EXIT_FAILURE;
+	}
 	struct control_opts co = {
 		.listen_fd = control_fd, .metrics_fd = metrics_fd, .cache = cache,
 		.view = &view.box, .config = &view.config, .pollers = &view.pollers,
-		.reload_ask = ask_reload,
+		.reload_ask = ask_reload, .drain = the_drain,
 	};
 	int rc = EXIT_FAILURE;
 	if (rpc_server_start(&so, &srv, &err) < 0) {
@@ -440,6 +460,8 @@ out:
 	rchan.ctl = NULL;
 	control_stop(ctl);
 	rpc_server_stop(srv);
+	drain_free(the_drain);
+	the_drain = NULL;
 	cache_free(cache);
 	opview_destroy(&view);
 	return rc;
@@ -451,7 +473,8 @@ int main(int argc, char *argv[])
 	struct errbuf err = { "" };
 
 	log_init();
-	if (argc > 1 && (!strcmp(argv[1], "status") || !strcmp(argv[1], "reload")))
+	if (argc > 1 && (!strcmp(argv[1], "status") || !strcmp(argv[1], "reload") ||
+			 !strcmp(argv[1], "drain") || !strcmp(argv[1], "resume")))
 		return ctl_main(argc - 1, argv + 1);
 	if (load(argc, argv, &a, &err) < 0) {
 		fprintf(stderr, "dstack-healthd: %s\n", err.msg);

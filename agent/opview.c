@@ -7,7 +7,8 @@
 
 #include "base/version.h"
 
-static const char *const trigger_names[N_TRIGGERS] = { "timer", "event", "reload", "start" };
+static const char *const trigger_names[N_HISTORY_TRIGGERS] = { "timer", "event", "reload",
+								 "start", "drain", "resume" };
 /* Seconds; a refresh normally takes a few ms, its limit is 10 s. */
 static const double bucket_bounds[OPVIEW_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 						       0.5,   1,    2.5,   5,    10 };
@@ -26,6 +27,7 @@ void opview_init(struct opview *v)
 	view_box_init(&v->box);
 	view_box_init(&v->config);
 	pollers_init(&v->pollers);
+	pthread_mutex_init(&v->drain_lock, NULL);
 	v->first_trigger = TRIGGER_START;
 }
 
@@ -34,6 +36,7 @@ void opview_destroy(struct opview *v)
 	view_box_destroy(&v->box);
 	view_box_destroy(&v->config);
 	pollers_destroy(&v->pollers);
+	pthread_mutex_destroy(&v->drain_lock);
 	free(v->since);
 	v->since = NULL;
 	json_buf_free(&v->scratch[0]);
@@ -46,16 +49,54 @@ void opview_destroy(struct opview *v)
 static bool changed(const struct opview *v, const struct verdict *now)
 {
 	char summary[sizeof(v->history[0].summary)];
-	if (v->history_n == 0)
+	/* The app's last verdict: a drain's entries are not the app's. */
+	const struct opview_change *last = NULL;
+	for (unsigned k = 0; k < v->history_n && !last; k++) {
+		const struct opview_change *c =
+			&v->history[(v->history_next + OPVIEW_HISTORY - 1 - k) % OPVIEW_HISTORY];
+		if (c->trigger < N_TRIGGERS)
+			last = c;
+	}
+	if (!last)
 		return true;
-	const struct opview_change *last =
-		&v->history[(v->history_next + OPVIEW_HISTORY - 1) % OPVIEW_HISTORY];
 	verdict_summary(now, summary, sizeof(summary));
 	return last->healthy != now->healthy || strcmp(last->summary, summary) != 0;
 }
 
+static struct opview_change *history_push(struct opview *v)
+{
+	struct opview_change *c = &v->history[v->history_next];
+	v->history_next = (v->history_next + 1) % OPVIEW_HISTORY;
+	if (v->history_n < OPVIEW_HISTORY)
+		v->history_n++;
+	return c;
+}
+
+void opview_note_drain(struct opview *v, bool draining, int64_t at_ms, const struct verdict *served)
+{
+	pthread_mutex_lock(&v->drain_lock);
+	if (v->drain_pending_n < OPVIEW_DRAIN_PENDING) {
+		struct opview_change *c = &v->drain_pending[v->drain_pending_n++];
+		c->time_ms = at_ms;
+		c->healthy = served->healthy;
+		c->trigger = draining ? TRIGGER_DRAIN : TRIGGER_RESUME;
+		verdict_summary(served, c->summary, sizeof(c->summary));
+	}
+	pthread_mutex_unlock(&v->drain_lock);
+}
+
+static void take_drains(struct opview *v)
+{
+	pthread_mutex_lock(&v->drain_lock);
+	for (unsigned i = 0; i < v->drain_pending_n; i++)
+		*history_push(v) = v->drain_pending[i];
+	v->drain_pending_n = 0;
+	pthread_mutex_unlock(&v->drain_lock);
+}
+
 static void record(struct opview *v, const struct opview_refresh *r)
 {
+	take_drains(v);
 	int64_t d = r->duration_us;
 	v->refreshes[r->trigger]++;
 	v->last_start_ms = r->start_ms;
@@ -76,10 +117,7 @@ static void record(struct opview *v, const struct opview_refresh *r)
 		snprintf(v->last_failure, sizeof(v->last_failure), "%s", r->error ? r->error : "");
 	}
 	if (changed(v, r->published)) {
-		struct opview_change *c = &v->history[v->history_next];
-		v->history_next = (v->history_next + 1) % OPVIEW_HISTORY;
-		if (v->history_n < OPVIEW_HISTORY)
-			v->history_n++;
+		struct opview_change *c = history_push(v);
 		v->changes_total++;
 		c->time_ms = r->end_ms;
 		c->healthy = r->published->healthy;

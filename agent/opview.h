@@ -4,6 +4,7 @@
 #ifndef HEALTHD_OPVIEW_H
 #define HEALTHD_OPVIEW_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -20,6 +21,9 @@
 #define OPVIEW_BUCKETS 11
 
 enum opview_trigger { TRIGGER_TIMER, TRIGGER_EVENT, TRIGGER_RELOAD, TRIGGER_START, N_TRIGGERS };
+/* History entries that are no refresh's: the drain's (issue 12). */
+enum { TRIGGER_DRAIN = N_TRIGGERS, TRIGGER_RESUME, N_HISTORY_TRIGGERS };
+#define OPVIEW_DRAIN_PENDING 8
 
 struct opview_change {
 	int64_t time_ms;
@@ -54,6 +58,12 @@ struct opview {
 	/* The first refresh of the next refresher: start or reload. */
 	enum opview_trigger first_trigger;
 
+	/* Drains and resumes noted by the control thread, moved into the
+	 * history by the next refresh (the refresh thread is its writer). */
+	pthread_mutex_t drain_lock;
+	struct opview_change drain_pending[OPVIEW_DRAIN_PENDING];
+	unsigned drain_pending_n;
+
 	struct opview_since *since;
 	size_t n_since;
 	struct json_buf scratch[2]; /* status, metrics: kept, reused */
@@ -85,6 +95,10 @@ struct opview_refresh {
 void opview_refreshed(struct opview *v, const struct opview_refresh *r);
 
 int64_t opview_now_ms(void);
+
+/* Any thread: a drain began (or ended) at at_ms, the public side serving
+ * served from then on. Shown in the history from the next refresh on. */
+void opview_note_drain(struct opview *v, bool draining, int64_t at_ms, const struct verdict *served);
 
 /* The main thread, at start and after each reload: publishes the
  * configuration in force (config_json), so that /status shows it at once. */

@@ -6,6 +6,7 @@
 struct cache {
 	pthread_mutex_t lock; /* guards cur: held for a swap or a ref, no more */
 	struct snapshot *cur;
+	struct snapshot *over; /* cache_override's, or NULL */
 };
 
 struct snapshot *snapshot_new(struct verdict *v, int64_t mono_ms, void *enc,
@@ -57,6 +58,7 @@ void cache_free(struct cache *c)
 	if (!c)
 		return;
 	snapshot_unref(c->cur);
+	snapshot_unref(c->over);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -72,6 +74,23 @@ void cache_publish(struct cache *c, struct snapshot *s)
 }
 
 struct snapshot *cache_acquire(struct cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	struct snapshot *s = snapshot_ref(c->over ? c->over : c->cur);
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+void cache_override(struct cache *c, struct snapshot *s)
+{
+	pthread_mutex_lock(&c->lock);
+	struct snapshot *old = c->over;
+	c->over = s;
+	pthread_mutex_unlock(&c->lock);
+	snapshot_unref(old);
+}
+
+struct snapshot *cache_acquire_published(struct cache *c)
 {
 	pthread_mutex_lock(&c->lock);
 	struct snapshot *s = snapshot_ref(c->cur);

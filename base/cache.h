@@ -8,6 +8,7 @@
 #ifndef HEALTHD_CACHE_H
 #define HEALTHD_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/verdict.h"
@@ -26,6 +27,9 @@ struct snapshot {
 	void *enc;
 	void (*enc_free)(void *enc);
 	unsigned refs; /* atomic */
+	/* The drain's verdict (issue 12), not the app's: the pollers table
+	 * notes who was served it. */
+	bool draining;
 };
 
 /* Takes ownership of *v (it is left initialised and empty) and of enc, freed
@@ -47,7 +51,16 @@ void cache_free(struct cache *c);
 /* Replaces the current snapshot; takes the caller's reference to s. */
 void cache_publish(struct cache *c, struct snapshot *s);
 
-/* The current snapshot with a new reference; never NULL. */
+/* The current snapshot with a new reference; never NULL. While an
+ * override is set, that is what it returns. */
 struct snapshot *cache_acquire(struct cache *c);
+
+/* The drain (issue 12): while an override is set, readers get it instead
+ * of what is published, and publishing goes on underneath, so that lifting
+ * it serves the latest published snapshot at once. Takes the caller's
+ * reference to s; NULL lifts it. A pointer swap, like publishing. */
+void cache_override(struct cache *c, struct snapshot *s);
+/* The last published snapshot, override or not, with a new reference. */
+struct snapshot *cache_acquire_published(struct cache *c);
 
 #endif

