@@ -8,7 +8,7 @@
 
 #include "base/drain.h"
 #include "base/pollers.h"
-#include "tests/tap.h"
+#include "tests/lib/tap.h"
 
 /* An answer to 127.0.0.<addr> at time ms, the drain's verdict or not;
  * addr 0 marks the moment the drain began. */
