@@ -45,15 +45,15 @@ static int read_all(const char *path, size_t max, char **out, size_t *len)
 
 void readfile_prefix_error(struct errbuf *err, const char *path)
 {
-	char shown[READFILE_SHOWN_BYTES + 1];
-	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	char shown[ERR_SHOWN_BYTES + 1];
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	errbuf_prefix(err, "%s", shown);
 }
 
 int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err)
 {
-	char shown[READFILE_SHOWN_BYTES + 1];
-	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	char shown[ERR_SHOWN_BYTES + 1];
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	return readfile_named(path, shown, max, out, len, err);
 }
 

@@ -5,9 +5,6 @@
 
 #include "base/err.h"
 
-/* Paths shown in messages are cleaned of control bytes and cut here. */
-#define READFILE_SHOWN_BYTES 256
-
 /* Reads the whole of a small regular file into a new NUL-terminated buffer.
  * Never blocks (a FIFO or device is refused before any read) and never reads
  * more than max + 1 bytes, so a file that grows while read is still bounded.

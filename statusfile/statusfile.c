@@ -36,9 +36,6 @@
 #include "base/err.h"
 #include "base/json.h"
 
-/* Shown paths are cut here (DESIGN.md §4). */
-#define SHOWN_PATH_BYTES 256
-
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
@@ -330,10 +327,10 @@ int statusfile_judge(const char *path, time_t now, struct verdict *out, struct e
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
 			  struct statusfile_info *info, struct errbuf *err)
 {
-	char shown[SHOWN_PATH_BYTES + 1], reason[SHOWN_PATH_BYTES + 256];
+	char shown[ERR_SHOWN_BYTES + 1], reason[ERR_SHOWN_BYTES + 256];
 
 	memset(info, 0, sizeof(*info));
-	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason), info);
 	if (o == REFUSED)
 		return errbuf_set(err, EINVAL, "%s", reason);
