@@ -32,26 +32,11 @@ struct events {
 
 int events_target(int version, const char *project, struct json_buf *out)
 {
-	struct json_buf label = { 0 }, f = { 0 };
-	char head[64];
-	snprintf(head, sizeof(head), "/v%d.%d/events?filters=", version / 100, version % 100);
-	int r = json_buf_puts(&label, COMPOSE_PROJECT_LABEL "=");
-	if (r == 0)
-		r = json_buf_puts(&label, project);
-	if (r == 0)
-		r = json_buf_puts(&f, "{\"type\":[\"container\"],\"label\":[");
-	if (r == 0)
-		r = json_buf_string(&f, label.p);
-	if (r == 0)
-		r = json_buf_puts(&f, "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
-				      "\"unpause\",\"health_status\"]}");
-	if (r == 0)
-		r = json_buf_puts(out, head);
-	if (r == 0)
-		r = http_urlencode(out, f.p);
-	json_buf_free(&label);
-	json_buf_free(&f);
-	return r;
+	return docker_label_target(version, "events?", "{\"type\":[\"container\"],\"label\":[",
+				   project,
+				   "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
+				   "\"unpause\",\"health_status\"]}",
+				   out);
 }
 
 static void copy_string(const struct json *j, int i, char *dst, size_t n)
