@@ -12,6 +12,7 @@
 #include "agent/opview.h"
 #include "agent/source.h"
 #include "agent/watch.h"
+#include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "rpc/encode.h"
@@ -193,28 +194,21 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 static bool refresh_one(struct refresher *rf, bool by_event)
 {
 	bool was_usable = rf->m->ok;
-	struct verdict v;
+	_cleanup_(verdict_free) struct verdict v = { 0 };
+	_cleanup_(source_detail_free) struct source_detail detail = { 0 };
 	struct errbuf err = { "" };
-	struct source_detail detail;
 	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
-	verdict_init(&v);
 	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
 				      rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
-	if (r == -ECANCELED) {
-		verdict_free(&v);
-		if (rf->view)
-			source_detail_free(&detail);
+	if (r == -ECANCELED)
 		return false;
-	}
 	int64_t us = mono_us() - start_us;
 	bool counted = refresh_publish(rf, by_event, start, r, &v, &err);
 	if (counted)
 		tell_view(rf, by_event, real_start, us, rf->last_r, &err, &detail);
-	if (rf->view)
-		source_detail_free(&detail);
 	return counted;
 }
 
