@@ -302,12 +302,11 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 static int list_response(struct api *a, const char *project, struct http_response *resp)
 {
 	for (int attempt = 0;; attempt++) {
-		struct json_buf t = { 0 };
+		_cleanup_(json_buf_free) struct json_buf t = { 0 };
 		int r = list_target(a, project, &t);
 		if (r < 0)
 			return errbuf_set(a->err, ENOMEM, "out of memory");
 		r = get(a, "/containers/json", t.p, resp);
-		json_buf_free(&t);
 		if (r < 0 || resp->status == 200)
 			return r;
 		if (attempt == 0 && retry_version(a, resp)) {
