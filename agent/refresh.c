@@ -142,7 +142,6 @@ static void publish(struct refresher *rf, const struct verdict *v)
 	cache_publish(rf->cache, s);
 }
 
-static bool source_is_docker(const struct app_compose *app);
 static void kick(void *rf);
 
 /* app-compose.json became usable after it was not: what a start with it
@@ -154,7 +153,7 @@ static void manifest_usable(struct refresher *rf)
 	log_msg(LOG_NOTICE, "%s is usable now, sha256 %s; health_check %s", COMPOSE_NAME,
 		app->hash, app->health_check ? "on" : "off");
 	struct watcher *w = NULL;
-	if (source_is_docker(app) && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
+	if (source_kind(app) == SOURCE_DOCKER && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
 	pthread_mutex_lock(&rf->lock);
 	rf->watcher = w;
@@ -315,12 +314,6 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-static bool source_is_docker(const struct app_compose *app)
-{
-	return app->health_check && !app->health_status_file &&
-	       app->kind == RUNNER_DOCKER_COMPOSE;
-}
-
 void refresh_state_free(struct refresh_state *st)
 {
 	verdict_free(&st->current);
@@ -367,7 +360,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&rf->lock, NULL);
 	/* Read before the loop runs: from then on it owns m. */
-	bool docker = m->ok && source_is_docker(&m->app);
+	bool docker = m->ok && source_kind(&m->app) == SOURCE_DOCKER;
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
 		pthread_cond_destroy(&rf->cond);
