@@ -17,6 +17,11 @@ int readfile(const char *path, size_t max, char **out, size_t *len, struct errbu
 int readfile_named(const char *path, const char *name, size_t max, char **out, size_t *len,
 		   struct errbuf *err);
 
+/* Reads fd into buf until EOF or cap bytes, whichever comes first, retrying
+ * on EINTR: the read is bounded however the file grows meanwhile. *got is
+ * the count read; -errno of a failed read. */
+int readfile_fd(int fd, char *buf, size_t cap, size_t *got);
+
 /* Prefixes err with path, cleaned and cut as readfile() shows it: for the
  * parse errors of a file readfile() read. */
 void readfile_prefix_error(struct errbuf *err, const char *path);
