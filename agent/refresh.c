@@ -320,11 +320,21 @@ void refresh_state_free(struct refresh_state *st)
 	memset(st, 0, sizeof(*st));
 }
 
+/* A refresher whose thread never ran: only its verdict is to free. */
+static void refresher_discard(struct refresher *rf)
+{
+	if (!rf)
+		return;
+	verdict_free(&rf->st.current);
+	free(rf);
+}
+DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
+
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
 		  struct refresh_state *keep, struct opview *view, struct refresher **out,
 		  struct errbuf *err)
 {
-	struct refresher *rf = calloc(1, sizeof(*rf));
+	_cleanup_(refresher_discardp) struct refresher *rf = calloc(1, sizeof(*rf));
 	if (!rf)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->view = view;
@@ -341,16 +351,11 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		 * the old one must not stand until the first refresh ends. */
 		publish(rf, &rf->st.current);
 	}
-	if (r < 0) {
-		verdict_free(&rf->st.current);
-		free(rf);
+	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	}
 	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rf->cancel_fd < 0) {
 		r = errno;
-		verdict_free(&rf->st.current);
-		free(rf);
 		return errbuf_set(err, r, "eventfd: %s", strerror(r));
 	}
 	pthread_condattr_t ca;
@@ -366,8 +371,6 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
-		verdict_free(&rf->st.current);
-		free(rf);
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
 	/* nerdctl publishes no health events: it keeps the timer alone. The
@@ -381,7 +384,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		rf->watcher = w;
 		pthread_mutex_unlock(&rf->lock);
 	}
-	*out = rf;
+	*out = TAKE_PTR(rf);
 	return 0;
 }
 
