@@ -53,11 +53,9 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	if (!manifest_try(&a->m, a->cfg.compose_file))
 		return 0;
 	const struct app_compose *app = &a->m.app;
-	if (app->health_check && !app->health_status_file && app->kind == RUNNER_DOCKER_COMPOSE) {
-		struct docker_opts o = { .host = a->cfg.docker_host,
-					 .tls_verify = a->cfg.docker_tls_verify,
-					 .cert_path = a->cfg.docker_cert_path,
-					 .cancel_fd = -1 };
+	if (source_kind(app) == SOURCE_DOCKER) {
+		struct docker_opts o;
+		source_docker_opts(&a->cfg, -1, &o);
 		if ((r = docker_check_opts(&o, err)) < 0)
 			return r;
 	}
@@ -106,11 +104,12 @@ static void log_start(const struct agent *a, const char *listen_desc, const char
 	const struct app_compose *app = &a->m.app;
 	snprintf(hash_field, sizeof(hash_field), "HEALTHD_COMPOSE_HASH=%s", app->hash);
 	const char *fields[] = { a->m.ok ? hash_field : NULL, NULL };
+	static const char *const sources[] = {
+		[SOURCE_NONE] = "none (health_check is off)", [SOURCE_STATUS_FILE] = "status file",
+		[SOURCE_DOCKER] = "containers via Docker", [SOURCE_NERDCTL] = "containers via nerdctl",
+	};
 	const char *source = !a->m.ok ? "none until app-compose.json is usable"
-			     : !app->health_check ? "none (health_check is off)"
-			     : app->health_status_file ? "status file"
-			     : app->kind == RUNNER_NERDCTL_COMPOSE ? "containers via nerdctl"
-								   : "containers via Docker";
+				      : sources[source_kind(app)];
 	log_fields(LOG_INFO, fields,
 		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s%s",
 		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file,

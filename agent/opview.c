@@ -227,6 +227,15 @@ static int containers_json(struct opview *v, struct json_buf *b, const struct op
 	return json_buf_puts(b, "]");
 }
 
+static const char *source_name(const struct opview_refresh *r)
+{
+	static const char *const names[] = {
+		[SOURCE_NONE] = "none", [SOURCE_STATUS_FILE] = "status_file",
+		[SOURCE_DOCKER] = "docker", [SOURCE_NERDCTL] = "nerdctl",
+	};
+	return r->manifest_error ? "unusable" : names[source_kind(r->app)];
+}
+
 static int source_json(struct json_buf *b, const struct opview_refresh *r)
 {
 	const struct app_compose *app = r->app;
@@ -237,15 +246,16 @@ static int source_json(struct json_buf *b, const struct opview_refresh *r)
 		if (!e) e = put_str(b, "why", r->manifest_error);
 		return e ? e : json_buf_puts(b, "}");
 	}
-	if (!app->health_check)
+	enum source_kind k = source_kind(app);
+	if (k == SOURCE_NONE)
 		return json_buf_puts(b, "{\"kind\":\"none\",\"why\":\"health_check is off\"}");
-	if (app->health_status_file) {
+	if (k == SOURCE_STATUS_FILE) {
 		e = json_buf_puts(b, "{\"kind\":\"status_file\",");
 		if (!e) e = put_str(b, "path", app->health_status_file);
 		return e ? e : json_buf_puts(b, "}");
 	}
-	bool nerd = app->kind == RUNNER_NERDCTL_COMPOSE;
-	e = view_printf(b, "{\"kind\":\"%s\",", nerd ? "nerdctl" : "docker");
+	bool nerd = k == SOURCE_NERDCTL;
+	e = view_printf(b, "{\"kind\":\"%s\",", source_name(r));
 	if (!e && nerd) {
 		e = put_str(b, "nerdctl", r->cfg->nerdctl);
 		if (!e) e = json_buf_puts(b, ",");
@@ -352,13 +362,6 @@ static int status_json(struct opview *v, struct json_buf *b, const struct opview
 	if (!e) e = refresh_json(v, b, r);
 	if (!e) e = json_buf_puts(b, ",\"history\":");
 	return e ? e : history_json(v, b);
-}
-
-static const char *source_name(const struct opview_refresh *r)
-{
-	const struct app_compose *app = r->app;
-	return r->manifest_error ? "unusable" : !app->health_check ? "none" : app->health_status_file ? "status_file"
-	       : app->kind == RUNNER_NERDCTL_COMPOSE ? "nerdctl" : "docker";
 }
 
 static int containers_metrics(struct json_buf *b, const struct opview_refresh *r)

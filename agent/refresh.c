@@ -12,6 +12,7 @@
 #include "agent/opview.h"
 #include "agent/source.h"
 #include "agent/watch.h"
+#include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "rpc/encode.h"
@@ -141,7 +142,6 @@ static void publish(struct refresher *rf, const struct verdict *v)
 	cache_publish(rf->cache, s);
 }
 
-static bool source_is_docker(const struct app_compose *app);
 static void kick(void *rf);
 
 /* app-compose.json became usable after it was not: what a start with it
@@ -153,7 +153,7 @@ static void manifest_usable(struct refresher *rf)
 	log_msg(LOG_NOTICE, "%s is usable now, sha256 %s; health_check %s", COMPOSE_NAME,
 		app->hash, app->health_check ? "on" : "off");
 	struct watcher *w = NULL;
-	if (source_is_docker(app) && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
+	if (source_kind(app) == SOURCE_DOCKER && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
 	pthread_mutex_lock(&rf->lock);
 	rf->watcher = w;
@@ -193,28 +193,21 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 static bool refresh_one(struct refresher *rf, bool by_event)
 {
 	bool was_usable = rf->m->ok;
-	struct verdict v;
+	_cleanup_(verdict_free) struct verdict v = { 0 };
+	_cleanup_(source_detail_free) struct source_detail detail = { 0 };
 	struct errbuf err = { "" };
-	struct source_detail detail;
 	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
-	verdict_init(&v);
 	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
 				      rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
-	if (r == -ECANCELED) {
-		verdict_free(&v);
-		if (rf->view)
-			source_detail_free(&detail);
+	if (r == -ECANCELED)
 		return false;
-	}
 	int64_t us = mono_us() - start_us;
 	bool counted = refresh_publish(rf, by_event, start, r, &v, &err);
 	if (counted)
 		tell_view(rf, by_event, real_start, us, rf->last_r, &err, &detail);
-	if (rf->view)
-		source_detail_free(&detail);
 	return counted;
 }
 
@@ -321,23 +314,27 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-static bool source_is_docker(const struct app_compose *app)
-{
-	return app->health_check && !app->health_status_file &&
-	       app->kind == RUNNER_DOCKER_COMPOSE;
-}
-
 void refresh_state_free(struct refresh_state *st)
 {
 	verdict_free(&st->current);
 	memset(st, 0, sizeof(*st));
 }
 
+/* A refresher whose thread never ran: only its verdict is to free. */
+static void refresher_discard(struct refresher *rf)
+{
+	if (!rf)
+		return;
+	verdict_free(&rf->st.current);
+	free(rf);
+}
+DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
+
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
 		  struct refresh_state *keep, struct opview *view, struct refresher **out,
 		  struct errbuf *err)
 {
-	struct refresher *rf = calloc(1, sizeof(*rf));
+	_cleanup_(refresher_discardp) struct refresher *rf = calloc(1, sizeof(*rf));
 	if (!rf)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->view = view;
@@ -354,16 +351,11 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		 * the old one must not stand until the first refresh ends. */
 		publish(rf, &rf->st.current);
 	}
-	if (r < 0) {
-		verdict_free(&rf->st.current);
-		free(rf);
+	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	}
 	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (rf->cancel_fd < 0) {
 		r = errno;
-		verdict_free(&rf->st.current);
-		free(rf);
 		return errbuf_set(err, r, "eventfd: %s", strerror(r));
 	}
 	pthread_condattr_t ca;
@@ -373,14 +365,12 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&rf->lock, NULL);
 	/* Read before the loop runs: from then on it owns m. */
-	bool docker = m->ok && source_is_docker(&m->app);
+	bool docker = m->ok && source_kind(&m->app) == SOURCE_DOCKER;
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
-		verdict_free(&rf->st.current);
-		free(rf);
 		return errbuf_set(err, r, "cannot start the refresh thread: %s", strerror(r));
 	}
 	/* nerdctl publishes no health events: it keeps the timer alone. The
@@ -394,7 +384,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		rf->watcher = w;
 		pthread_mutex_unlock(&rf->lock);
 	}
-	*out = rf;
+	*out = TAKE_PTR(rf);
 	return 0;
 }
 

@@ -26,7 +26,7 @@ int source_initial_verdict(const struct manifest *m, struct verdict *out)
 		return manifest_verdict(m, out);
 	/* Gating off: nothing to determine, so there is no boot window to
 	 * cover (spec: "An app that never set health_check ..."). */
-	if (!app->health_check) {
+	if (source_kind(app) == SOURCE_NONE) {
 		out->healthy = true;
 		return 0;
 	}
@@ -35,22 +35,39 @@ int source_initial_verdict(const struct manifest *m, struct verdict *out)
 	return verdict_add(out, "<health>", "health has not been determined yet");
 }
 
+enum source_kind source_kind(const struct app_compose *app)
+{
+	if (!app->health_check)
+		return SOURCE_NONE;
+	if (app->health_status_file)
+		return SOURCE_STATUS_FILE;
+	/* compose_parse refuses gating for any other runner without a status
+	 * file: Docker is what is left. */
+	return app->kind == RUNNER_NERDCTL_COMPOSE ? SOURCE_NERDCTL : SOURCE_DOCKER;
+}
+
+void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_opts *o)
+{
+	*o = (struct docker_opts){ .host = cfg->docker_host,
+				   .tls_verify = cfg->docker_tls_verify,
+				   .cert_path = cfg->docker_cert_path,
+				   .cancel_fd = cancel_fd };
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, int64_t deadline, int cancel_fd,
 			    struct verdict *out, struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
-	if (app->kind == RUNNER_NERDCTL_COMPOSE) {
+	if (source_kind(app) == SOURCE_NERDCTL) {
 		struct nerdctl_opts o = { .path = cfg->nerdctl,
 					  .address = cfg->containerd_address,
 					  .cancel_fd = cancel_fd };
 		r = nerdctl_list(&o, ri, deadline, &l, err);
 	} else {
-		struct docker_opts o = { .host = cfg->docker_host,
-					 .tls_verify = cfg->docker_tls_verify,
-					 .cert_path = cfg->docker_cert_path,
-					 .cancel_fd = cancel_fd };
+		struct docker_opts o;
+		source_docker_opts(cfg, cancel_fd, &o);
 		r = docker_list(&o, ri->project, deadline, &l, err);
 	}
 	/* What the runtime clients leave untagged is their parsing of an
@@ -78,16 +95,16 @@ bool source_same(const struct config *a, const struct manifest *ma,
 	if (!ma->ok || !mb->ok)
 		return false;
 	const struct app_compose *x = &ma->app, *y = &mb->app;
-	if (x->health_check != y->health_check)
+	enum source_kind k = source_kind(x);
+	if (k != source_kind(y))
 		return false;
-	if (!x->health_check)
+	if (k == SOURCE_NONE)
 		return true;
-	if (x->health_status_file || y->health_status_file)
-		return x->health_status_file && y->health_status_file &&
-		       strcmp(x->health_status_file, y->health_status_file) == 0;
-	if (x->kind != y->kind || !str_same(a->runtime_file, b->runtime_file))
+	if (k == SOURCE_STATUS_FILE)
+		return strcmp(x->health_status_file, y->health_status_file) == 0;
+	if (!str_same(a->runtime_file, b->runtime_file))
 		return false;
-	if (x->kind == RUNNER_NERDCTL_COMPOSE)
+	if (k == SOURCE_NERDCTL)
 		return str_same(a->nerdctl, b->nerdctl) &&
 		       str_same(a->containerd_address, b->containerd_address);
 	return str_same(a->docker_host, b->docker_host) &&
@@ -117,11 +134,12 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 	if (!manifest_try(m, cfg->compose_file))
 		return manifest_verdict(m, out);
 	const struct app_compose *app = &m->app;
-	if (!app->health_check) {
+	enum source_kind k = source_kind(app);
+	if (k == SOURCE_NONE) {
 		out->healthy = true;
 		return 0;
 	}
-	if (app->health_status_file) {
+	if (k == SOURCE_STATUS_FILE) {
 		/* Its one refusal is anything but a regular file. */
 		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi, err);
 		if (d) {

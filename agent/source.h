@@ -11,7 +11,22 @@
 #include "base/err.h"
 #include "base/verdict.h"
 #include "runtime/container.h"
+#include "runtime/docker.h"
 #include "statusfile/statusfile.h"
+
+/* Where a usable app-compose.json says its health comes from. Decided here
+ * only: the refresh, the events watcher, the start-up checks, the start line
+ * and the operator's view all ask this. */
+enum source_kind {
+	SOURCE_NONE,        /* health_check is off: nothing to judge */
+	SOURCE_STATUS_FILE, /* requirements.health_status_file */
+	SOURCE_DOCKER,      /* the Compose containers, through the Docker Engine API */
+	SOURCE_NERDCTL,     /* the Compose containers, through nerdctl */
+};
+enum source_kind source_kind(const struct app_compose *app);
+
+/* The Docker Engine API endpoint the configuration names, with cancel_fd. */
+void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_opts *o);
 
 /* Fills out (initialised by the caller) with a verdict and returns 0, or
  * returns a negative errno when the source could not be asked (runtime

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/source.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "runtime/docker.h"
@@ -167,10 +168,8 @@ static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
 	*no_file = r == -ENOENT;
 	if (r < 0)
 		return r;
-	struct docker_opts o = { .host = w->cfg->docker_host,
-				 .tls_verify = w->cfg->docker_tls_verify,
-				 .cert_path = w->cfg->docker_cert_path,
-				 .cancel_fd = w->cancel_fd };
+	struct docker_opts o;
+	source_docker_opts(w->cfg, w->cancel_fd, &o);
 	r = events_subscribe(&o, ri.project, clock_mono_ms() + w->cfg->refresh_timeout_ms, &ev,
 			     err);
 	if (r == 0) {

@@ -33,6 +33,21 @@ static inline void cleanup_fclosep(FILE **f)
 #define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
 #define _cleanup_fclose_ __attribute__((cleanup(cleanup_fclosep)))
 
+/* For a struct held by value whose T_free(struct T *) releases what it holds:
+ * `_cleanup_(json_buf_free) struct json_buf b = { 0 };`. Every *_free of this
+ * tree that takes the struct's address accepts a zeroed struct (and leaves
+ * one behind), so the local must start zeroed or initialised. */
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+/* For a heap object whose f(T *) frees the object itself and accepts NULL:
+ * DEFINE_PTR_CLEANUP(struct T, T_free) beside T_free's declaration defines
+ * T_freep, for `_cleanup_(T_freep) struct T *p = NULL;`. */
+#define DEFINE_PTR_CLEANUP(type, f) \
+	static inline void f##p(type **p) \
+	{ \
+		f(*p); \
+	}
+
 /* Returns *p and sets it to NULL: ownership leaves the scope. */
 #define TAKE_PTR(p) ({ __typeof__(p) _t = (p); (p) = NULL; _t; })
 #define TAKE_FD(fd) ({ int _t = (fd); (fd) = -1; _t; })

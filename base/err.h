@@ -22,6 +22,10 @@
 
 #define ERRBUF_SIZE 512
 
+/* Paths, names and runtime words shown in a message are cleaned and cut here
+ * (err_clean): one limit for every source and every message. */
+#define ERR_SHOWN_BYTES 256
+
 /* Which source failed, and how: the whole public error vocabulary (README.md,
  * "Errors"), one text each in err.c. */
 enum err_kind {

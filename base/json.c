@@ -45,10 +45,10 @@ static bool primitive_valid(const char *s, size_t n)
 	return i == n;
 }
 
-int json_parse(struct json *j, const char *s, size_t len, int max_tokens,
-	       struct errbuf *err)
+/* json_parse without the cleanup: j may hold tokens on failure. */
+static int tokenize(struct json *j, const char *s, size_t len, int max_tokens,
+		    struct errbuf *err)
 {
-	memset(j, 0, sizeof(*j));
 	if (len > INT_MAX / 2)
 		return errbuf_set(err, E2BIG, "document of %zu bytes is too large", len);
 	j->s = s;
@@ -62,47 +62,49 @@ int json_parse(struct json *j, const char *s, size_t len, int max_tokens,
 		if (cap > max_tokens)
 			cap = max_tokens;
 		jsmntok_t *t = realloc(j->tok, (size_t)cap * sizeof(*t));
-		if (!t) {
-			json_free(j);
+		if (!t)
 			return errbuf_set(err, ENOMEM, "out of memory");
-		}
 		j->tok = t;
 		int r = jsmn_parse(&p, s, len, j->tok, (unsigned)cap);
 		if (r >= 0) {
-			if (r == 0) {
-				json_free(j);
+			if (r == 0)
 				return errbuf_set(err, EINVAL, "document is empty");
-			}
 			j->n = r;
 			for (int k = 0; k < r; k++) {
 				const jsmntok_t *pt = &j->tok[k];
 				if (pt->type == JSMN_PRIMITIVE &&
 				    !primitive_valid(s + pt->start, (size_t)(pt->end - pt->start))) {
-					unsigned at = (unsigned)pt->start;
-					json_free(j);
-					return errbuf_set(err, EINVAL, "malformed JSON value at byte %u", at);
+					return errbuf_set(err, EINVAL, "malformed JSON value at byte %u",
+							  (unsigned)pt->start);
 				}
 			}
 			/* jsmn accepts several top-level values in a row; a
 			 * document is one value. */
-			if (json_next(j, 0) != r) {
-				json_free(j);
+			if (json_next(j, 0) != r)
 				return errbuf_set(err, EINVAL,
 						  "trailing data after the top-level value");
-			}
 			return 0;
 		}
 		if (r == JSMN_ERROR_NOMEM && cap < max_tokens) {
 			cap = cap > max_tokens / 4 ? max_tokens : cap * 4;
 			continue;
 		}
-		json_free(j);
 		if (r == JSMN_ERROR_NOMEM)
 			return errbuf_set(err, E2BIG, "more than %d JSON tokens", max_tokens);
 		if (r == JSMN_ERROR_PART)
 			return errbuf_set(err, EINVAL, "truncated JSON");
 		return errbuf_set(err, EINVAL, "malformed JSON near byte %u", p.pos);
 	}
+}
+
+int json_parse(struct json *j, const char *s, size_t len, int max_tokens,
+	       struct errbuf *err)
+{
+	memset(j, 0, sizeof(*j));
+	int r = tokenize(j, s, len, max_tokens, err);
+	if (r < 0)
+		json_free(j);
+	return r;
 }
 
 void json_free(struct json *j)

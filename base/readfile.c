@@ -9,6 +9,23 @@
 
 #include "base/cleanup.h"
 
+int readfile_fd(int fd, char *buf, size_t cap, size_t *got)
+{
+	size_t off = 0;
+	while (off < cap) {
+		ssize_t n = read(fd, buf + off, cap - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	*got = off;
+	return 0;
+}
+
 static int read_all(const char *path, size_t max, char **out, size_t *len)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -24,17 +41,10 @@ static int read_all(const char *path, size_t max, char **out, size_t *len)
 	_cleanup_free_ char *buf = malloc(max + 1);
 	if (!buf)
 		return -ENOMEM;
-	size_t off = 0;
-	while (off < max + 1) {
-		ssize_t n = read(fd, buf + off, max + 1 - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		off += (size_t)n;
-	}
+	size_t off;
+	int r = readfile_fd(fd, buf, max + 1, &off);
+	if (r < 0)
+		return r;
 	if (off > max)
 		return -EFBIG;
 	buf[off] = '\0';
@@ -45,15 +55,15 @@ static int read_all(const char *path, size_t max, char **out, size_t *len)
 
 void readfile_prefix_error(struct errbuf *err, const char *path)
 {
-	char shown[READFILE_SHOWN_BYTES + 1];
-	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	char shown[ERR_SHOWN_BYTES + 1];
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	errbuf_prefix(err, "%s", shown);
 }
 
 int readfile(const char *path, size_t max, char **out, size_t *len, struct errbuf *err)
 {
-	char shown[READFILE_SHOWN_BYTES + 1];
-	err_clean(shown, sizeof(shown), path, READFILE_SHOWN_BYTES);
+	char shown[ERR_SHOWN_BYTES + 1];
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	return readfile_named(path, shown, max, out, len, err);
 }
 

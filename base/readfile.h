@@ -5,9 +5,6 @@
 
 #include "base/err.h"
 
-/* Paths shown in messages are cleaned of control bytes and cut here. */
-#define READFILE_SHOWN_BYTES 256
-
 /* Reads the whole of a small regular file into a new NUL-terminated buffer.
  * Never blocks (a FIFO or device is refused before any read) and never reads
  * more than max + 1 bytes, so a file that grows while read is still bounded.
@@ -19,6 +16,11 @@ int readfile(const char *path, size_t max, char **out, size_t *len, struct errbu
  * whose errors are shown to anonymous callers. */
 int readfile_named(const char *path, const char *name, size_t max, char **out, size_t *len,
 		   struct errbuf *err);
+
+/* Reads fd into buf until EOF or cap bytes, whichever comes first, retrying
+ * on EINTR: the read is bounded however the file grows meanwhile. *got is
+ * the count read; -errno of a failed read. */
+int readfile_fd(int fd, char *buf, size_t cap, size_t *got);
 
 /* Prefixes err with path, cleaned and cut as readfile() shows it: for the
  * parse errors of a file readfile() read. */

@@ -237,16 +237,14 @@ struct MHD_Response *rpc_response_version(bool json)
 
 struct rpc_encoded *rpc_encode(const struct verdict *v)
 {
-	struct rpc_encoded *e = calloc(1, sizeof(*e));
+	_cleanup_(rpc_encoded_freep) struct rpc_encoded *e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->health_json = rpc_response_health(true, v);
 	e->health_pb = rpc_response_health(false, v);
-	if (!e->health_json || !e->health_pb) {
-		rpc_encoded_free(e);
+	if (!e->health_json || !e->health_pb)
 		return NULL;
-	}
-	return e;
+	return TAKE_PTR(e);
 }
 
 void rpc_encoded_free(struct rpc_encoded *e)
@@ -267,11 +265,11 @@ static void encoded_free(void *e)
 
 struct snapshot *rpc_snapshot_new(struct verdict *v, int64_t mono_ms)
 {
-	struct rpc_encoded *e = rpc_encode(v);
+	_cleanup_(rpc_encoded_freep) struct rpc_encoded *e = rpc_encode(v);
 	if (!e)
 		return NULL;
 	struct snapshot *s = snapshot_new(v, mono_ms, e, encoded_free);
-	if (!s)
-		rpc_encoded_free(e);
+	if (s)
+		e = NULL; /* the snapshot's now */
 	return s;
 }

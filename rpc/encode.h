@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/cache.h"
+#include "base/cleanup.h"
 #include "base/json.h"
 #include "base/verdict.h"
 
@@ -62,6 +63,7 @@ struct rpc_encoded {
 struct rpc_encoded *rpc_encode(const struct verdict *v);
 /* Drops this object's references; responses still queued live on. */
 void rpc_encoded_free(struct rpc_encoded *e);
+DEFINE_PTR_CLEANUP(struct rpc_encoded, rpc_encoded_free)
 
 /* A cache snapshot of *v (taken over, as snapshot_new does) with its
  * responses built: what the publisher hands the cache, and what the HTTP

@@ -197,6 +197,12 @@ static int first_look(int fd)
 	return n > 0 && looks_like_http(buf, (size_t)n) ? 1 : -1;
 }
 
+/* Room for any peer's address (accept4, getpeername), read as a sockaddr. */
+union peer_addr {
+	struct sockaddr sa;
+	struct sockaddr_storage ss;
+};
+
 static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
 {
 	g->adding = k;
@@ -233,10 +239,7 @@ static void take_new(struct gate *g, int64_t now)
 			set_listening(g, false);
 			return;
 		}
-		union {
-			struct sockaddr sa;
-			struct sockaddr_storage ss;
-		} a;
+		union peer_addr a;
 		socklen_t alen = sizeof(a);
 		int fd = accept4(g->lfd, &a.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -262,10 +265,7 @@ static void unpark(struct gate *g, struct conn *k)
 {
 	if (!k->parked)
 		return;
-	union {
-		struct sockaddr sa;
-		struct sockaddr_storage ss;
-	} a;
+	union peer_addr a;
 	socklen_t alen = sizeof(a);
 	if (getpeername(k->fd, &a.sa, &alen) < 0)
 		doom(g, k);

@@ -4,22 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 /* Bounded so that a runtime listing absurd numbers of containers fails with
  * ENOMEM-like clarity instead of exhausting memory. */
 #define CONTAINER_LIST_MAX 100000
 
 struct container *container_list_add(struct container_list *l)
 {
-	if (l->n == l->cap) {
-		if (l->cap >= CONTAINER_LIST_MAX)
-			return NULL;
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		struct container *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (l->n >= CONTAINER_LIST_MAX)
+		return NULL;
+	struct container *v = grow(l->v, &l->cap, l->n + 1, sizeof(*v), 8, CONTAINER_LIST_MAX);
+	if (!v)
+		return NULL;
+	l->v = v;
 	struct container *c = &l->v[l->n++];
 	memset(c, 0, sizeof(*c));
 	return c;

@@ -188,29 +188,33 @@ static bool retry_version(struct api *a, const struct http_response *resp)
 	return true;
 }
 
-/* /v1.41/containers/json?all=1&filters={"label":["com.docker.compose.project=P"]} */
-static int list_target(const struct api *a, const char *project, struct json_buf *t)
+int docker_label_target(int version, const char *what, const char *before,
+			const char *project, const char *after, struct json_buf *out)
 {
-	struct json_buf label = { 0 }, filter = { 0 };
+	_cleanup_(json_buf_free) struct json_buf label = { 0 }, filter = { 0 };
 	char head[64];
-	snprintf(head, sizeof(head), "/v%d.%d/containers/json?all=1&filters=",
-		 a->version / 100, a->version % 100);
+	snprintf(head, sizeof(head), "/v%d.%d/%sfilters=", version / 100, version % 100, what);
 	int r = json_buf_puts(&label, COMPOSE_PROJECT_LABEL "=");
 	if (r == 0)
 		r = json_buf_puts(&label, project);
 	if (r == 0)
-		r = json_buf_puts(&filter, "{\"label\":[");
+		r = json_buf_puts(&filter, before);
 	if (r == 0)
 		r = json_buf_string(&filter, label.p);
 	if (r == 0)
-		r = json_buf_puts(&filter, "]}");
+		r = json_buf_puts(&filter, after);
 	if (r == 0)
-		r = json_buf_puts(t, head);
+		r = json_buf_puts(out, head);
 	if (r == 0)
-		r = http_urlencode(t, filter.p);
-	json_buf_free(&label);
-	json_buf_free(&filter);
+		r = http_urlencode(out, filter.p);
 	return r;
+}
+
+/* /v1.41/containers/json?all=1&filters={"label":["com.docker.compose.project=P"]} */
+static int list_target(const struct api *a, const char *project, struct json_buf *t)
+{
+	return docker_label_target(a->version, "containers/json?all=1&", "{\"label\":[", project,
+				   "]}", t);
 }
 
 static bool is_id(const char *s)
@@ -298,12 +302,11 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 static int list_response(struct api *a, const char *project, struct http_response *resp)
 {
 	for (int attempt = 0;; attempt++) {
-		struct json_buf t = { 0 };
+		_cleanup_(json_buf_free) struct json_buf t = { 0 };
 		int r = list_target(a, project, &t);
 		if (r < 0)
 			return errbuf_set(a->err, ENOMEM, "out of memory");
 		r = get(a, "/containers/json", t.p, resp);
-		json_buf_free(&t);
 		if (r < 0 || resp->status == 200)
 			return r;
 		if (attempt == 0 && retry_version(a, resp)) {

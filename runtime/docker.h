@@ -35,6 +35,15 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 
 struct http_endpoint;
 struct http_response;
+struct json_buf;
+
+/* The path of a request filtered on project's Compose label, at API version
+ * (major * 100 + minor), appended to out: "/vX.Y/" what "filters=" and,
+ * URL-encoded, before, the JSON string "com.docker.compose.project=project",
+ * after (before and after complete the filters object around the label's
+ * value list). -ENOMEM. Shared by the container list and the events stream. */
+int docker_label_target(int version, const char *what, const char *before,
+			const char *project, const char *after, struct json_buf *out);
 
 /* GET /_ping: the API version to speak, min(DOCKER_API_MAX, the daemon's),
  * as major * 100 + minor. Shared with the events stream. */

@@ -32,26 +32,11 @@ struct events {
 
 int events_target(int version, const char *project, struct json_buf *out)
 {
-	struct json_buf label = { 0 }, f = { 0 };
-	char head[64];
-	snprintf(head, sizeof(head), "/v%d.%d/events?filters=", version / 100, version % 100);
-	int r = json_buf_puts(&label, COMPOSE_PROJECT_LABEL "=");
-	if (r == 0)
-		r = json_buf_puts(&label, project);
-	if (r == 0)
-		r = json_buf_puts(&f, "{\"type\":[\"container\"],\"label\":[");
-	if (r == 0)
-		r = json_buf_string(&f, label.p);
-	if (r == 0)
-		r = json_buf_puts(&f, "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
-				      "\"unpause\",\"health_status\"]}");
-	if (r == 0)
-		r = json_buf_puts(out, head);
-	if (r == 0)
-		r = http_urlencode(out, f.p);
-	json_buf_free(&label);
-	json_buf_free(&f);
-	return r;
+	return docker_label_target(version, "events?", "{\"type\":[\"container\"],\"label\":[",
+				   project,
+				   "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
+				   "\"unpause\",\"health_status\"]}",
+				   out);
 }
 
 static void copy_string(const struct json *j, int i, char *dst, size_t n)
@@ -133,19 +118,17 @@ int64_t events_backoff_next(int64_t cur)
 static int subscribe(struct events *e, const struct http_endpoint *ep, int version,
 		     int64_t deadline, struct errbuf *err)
 {
-	struct json_buf t = { 0 };
-	struct http_response head = { 0 };
+	_cleanup_(json_buf_free) struct json_buf t = { 0 };
+	_cleanup_(http_response_free) struct http_response head = { 0 };
 	if (events_target(version, e->project, &t) < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	int r = http_connect(ep, deadline, &e->c, err);
 	if (r == 0)
 		r = http_stream_open(e->c, t.p, deadline, EVENTS_MAX_ERROR_BODY, &e->s, &head, err);
-	json_buf_free(&t);
 	if (r < 0 && r != -ENOMEM && e->c)
 		errbuf_prefix(err, "GET /events");
 	else if (r == 0 && !e->s)
 		r = docker_status_error("/events", &head, err);
-	http_response_free(&head);
 	return r;
 }
 

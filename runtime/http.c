@@ -113,7 +113,7 @@ int http_endpoint_parse(const char *url, bool tls, const char *cert_path,
 {
 	memset(ep, 0, sizeof(*ep));
 	ep->cancel_fd = -1;
-	err_clean(ep->url, sizeof(ep->url), url ? url : "", 256);
+	err_clean(ep->url, sizeof(ep->url), url ? url : "", ERR_SHOWN_BYTES);
 	ep->tls = tls;
 	if (!url)
 		return bad_host(ep, err, "no host given");
@@ -408,9 +408,9 @@ static void tls_free(struct tls *t)
 static int tls_load_file(const char *dir, const char *name, mbedtls_x509_crt *crt,
 			 mbedtls_pk_context *key, struct errbuf *err)
 {
-	char path[4200], shown[300];
+	char path[4200], shown[ERR_SHOWN_BYTES + 1];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	err_clean(shown, sizeof(shown), path, 256);
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	if (access(path, R_OK) < 0) {
 		int e = errno;
 		return errbuf_set(err, e, "cannot read %s: %s", shown, strerror(e));

@@ -24,7 +24,7 @@ struct http_endpoint {
 	char port[6];
 	bool tls;
 	char cert_path[4096];
-	char url[260]; /* as given, cleaned and cut, for error messages */
+	char url[ERR_SHOWN_BYTES + 1]; /* as given, cleaned and cut, for error messages */
 	/* Readable when the caller gives up (the agent is stopping): every
 	 * wait ends with -ECANCELED. -1 for none; http_endpoint_parse sets -1. */
 	int cancel_fd;

@@ -7,9 +7,6 @@
 
 #include "base/err.h"
 
-/* Names and runtime words shown to anonymous callers are cleaned and cut. */
-#define SHOWN_BYTES 256
-
 static bool has_health_result(const struct container *c)
 {
 	/* Docker drops State.Health for a disabled healthcheck; nerdctl and
@@ -49,17 +46,17 @@ static void shown_name(char *buf, size_t n, const struct container *c)
 		name++;
 	if (!name || !name[0])
 		name = c->id && c->id[0] ? c->id : "<unnamed container>";
-	err_clean(buf, n, name, SHOWN_BYTES);
+	err_clean(buf, n, name, ERR_SHOWN_BYTES);
 }
 
 /* Adds the entry for one container that declares a healthcheck, if it fails. */
 static int judge_one(const struct container *c, struct verdict *out)
 {
-	char name[SHOWN_BYTES + 1], health[SHOWN_BYTES + 1], state[SHOWN_BYTES + 1];
+	char name[ERR_SHOWN_BYTES + 1], health[ERR_SHOWN_BYTES + 1], state[ERR_SHOWN_BYTES + 1];
 
 	shown_name(name, sizeof(name), c);
 	err_clean(health, sizeof(health), has_health_result(c) ? c->health : "none yet",
-		  SHOWN_BYTES);
+		  ERR_SHOWN_BYTES);
 	/* Docker reports Running:true while paused or restarting; nerdctl keeps
 	 * "healthy" after a container stops. Run state is checked before
 	 * health. */
@@ -67,7 +64,7 @@ static int judge_one(const struct container *c, struct verdict *out)
 		const char *s = c->state && c->state[0] ? c->state : NULL;
 		if (!s || (c->paused && strcmp(s, "running") == 0))
 			s = c->paused ? "paused" : "not running";
-		err_clean(state, sizeof(state), s, SHOWN_BYTES);
+		err_clean(state, sizeof(state), s, ERR_SHOWN_BYTES);
 		return verdict_add(out, name, "%s (last health check: %s)", state, health);
 	}
 	if (!has_health_result(c))

@@ -35,9 +35,7 @@
 #include "base/cleanup.h"
 #include "base/err.h"
 #include "base/json.h"
-
-/* Shown paths are cut here (DESIGN.md §4). */
-#define SHOWN_PATH_BYTES 256
+#include "base/readfile.h"
 
 static bool is_blank(char c)
 {
@@ -226,25 +224,6 @@ static const char *file_type_name(mode_t m)
 	return "not a regular file";
 }
 
-/* Reads fd into buf until EOF or cap bytes: a larger file is judged on its
- * first cap bytes, and the read is bounded however the file grows meanwhile. */
-static int read_bounded(int fd, char *buf, size_t cap, size_t *got)
-{
-	size_t off = 0;
-	while (off < cap) {
-		ssize_t r = read(fd, buf + off, cap - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		off += (size_t)r;
-	}
-	*got = off;
-	return 0;
-}
-
 /* Why the open of a status file failed, in words. */
 static const char *open_error(int err)
 {
@@ -313,7 +292,8 @@ static enum outcome judge_path(const char *path, const char *shown, time_t now,
 			   shown, file_type_name(st.st_mode));
 	char buf[STATUSFILE_MAX_BYTES];
 	size_t got = 0;
-	if (read_bounded(fd, buf, sizeof(buf), &got) < 0)
+	/* A larger file is judged on its first bytes. */
+	if (readfile_fd(fd, buf, sizeof(buf), &got) < 0)
 		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
 	info->read = true;
 	info->mtime = st.st_mtime;
@@ -330,10 +310,10 @@ int statusfile_judge(const char *path, time_t now, struct verdict *out, struct e
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
 			  struct statusfile_info *info, struct errbuf *err)
 {
-	char shown[SHOWN_PATH_BYTES + 1], reason[SHOWN_PATH_BYTES + 256];
+	char shown[ERR_SHOWN_BYTES + 1], reason[ERR_SHOWN_BYTES + 256];
 
 	memset(info, 0, sizeof(*info));
-	err_clean(shown, sizeof(shown), path, SHOWN_PATH_BYTES);
+	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
 	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason), info);
 	if (o == REFUSED)
 		return errbuf_set(err, EINVAL, "%s", reason);

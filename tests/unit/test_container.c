@@ -113,10 +113,22 @@ static void test_list(void)
 	ok(1, "freeing twice and NULL is harmless");
 }
 
+/* A runtime listing absurd numbers of containers is refused, not followed. */
+static void test_list_bound(void)
+{
+	_cleanup_(container_list_free) struct container_list l = { 0 };
+	size_t added = 0;
+	while (added < 200000 && container_list_add(&l))
+		added++;
+	is_int((long long)added, 100000, "the list stops at 100000 containers");
+	ok(l.cap == 100000, "and holds no room past them");
+}
+
 int main(void)
 {
 	test_parse_time();
 	test_parse_time_tz();
 	test_list();
+	test_list_bound();
 	return done_testing();
 }
