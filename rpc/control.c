@@ -272,19 +272,28 @@ static bool peer_is_root(struct MHD_Connection *c)
 	return cr.uid == 0;
 }
 
+/* True while the request is still coming in: both listeners answer only
+ * once it is whole, and no request here has a body worth reading. */
+static bool still_reading(struct control *ct, size_t *upload_size, void **req_cls)
+{
+	if (!*req_cls) {
+		*req_cls = ct;
+		return true;
+	}
+	if (*upload_size) {
+		*upload_size = 0;
+		return true;
+	}
+	return false;
+}
+
 static enum MHD_Result on_control(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **req_cls)
 {
 	struct control *ct = cls;
-	if (!*req_cls) {
-		*req_cls = ct; /* wait for the whole request */
+	if (still_reading(ct, upload_size, req_cls))
 		return MHD_YES;
-	}
-	if (*upload_size) {
-		*upload_size = 0; /* no request here has a body worth reading */
-		return MHD_YES;
-	}
 	if (!peer_is_root(c))
 		return reply(c, 403, "text/plain", "root only\n", 10);
 	bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
@@ -308,14 +317,8 @@ static enum MHD_Result on_metrics(void *cls, struct MHD_Connection *c, const cha
 				  size_t *upload_size, void **req_cls)
 {
 	struct control *ct = cls;
-	if (!*req_cls) {
-		*req_cls = ct;
+	if (still_reading(ct, upload_size, req_cls))
 		return MHD_YES;
-	}
-	if (*upload_size) {
-		*upload_size = 0;
-		return MHD_YES;
-	}
 	if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
 		return metrics(ct, c);
 	return reply(c, 404, "text/plain", "not found\n", 10);
