@@ -214,7 +214,8 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, int r,
 			    struct verdict *vp, struct errbuf *errp)
 {
-	struct verdict v = *vp, out;
+	_cleanup_(verdict_free) struct verdict v = *vp;
+	struct verdict out;
 	struct errbuf err = *errp;
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	verdict_init(vp);
@@ -240,11 +241,9 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	unsigned old_failures = rf->st.failures;
 	rf->last_r = r;
 	if (refresh_apply(&rf->st, r, &v, &err, &out) < 0) {
-		verdict_free(&v);
 		log_msg(LOG_ERR, "out of memory publishing a verdict");
 		return true;
 	}
-	verdict_free(&v);
 	log_transition(rf, &rf->st.current, &out, old_failures);
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
