@@ -1,18 +1,18 @@
-/* app-compose.json: the fields this agent reads (spec, "Opting in" and
+/* app-compose.json: the fields this agent reads (docs/design.md §4, after dstack's "Opting in" and
  * "health_status_file"). Rules, after the reference guest's AppCompose:
  * - Other top-level fields are ignored: AppCompose is not deny_unknown_fields.
  * - manifest_version is required (the reference has no default for it); the
  *   string form ("3") and the legacy number form (2, 3) are both accepted.
  * - requirements needs manifest_version 3 or later, and inside it only
  *   health_check (a boolean) and health_status_file (an absolute path) are
- *   known; anything else is a hard error, as the spec promises: that is what
+ *   known; anything else is a hard error, as dstack's documentation promises: that is what
  *   keeps a deployment from landing silently on a guest that would ignore it.
  * - health_status_file must be non-empty, absolute, shorter than PATH_MAX and
  *   free of control characters (a NUL cannot be opened, and the path is shown
  *   in reports).
  * - runner is a required non-empty string. A runner with no containers to
  *   judge that turns health_check on without a status file is refused:
- *   nothing could ever be judged (DESIGN.md §4).
+ *   nothing could ever be judged (docs/design.md §4).
  * - A known field given twice is an error: which one wins is not defined.
  * Messages name the field; compose_load prefixes the file's name (never its
  * path: they are served to anonymous callers). */
@@ -214,7 +214,7 @@ static int parse_doc(const struct json *j, struct app_compose *c, struct errbuf 
 	if (t.requirements < 0)
 		return 0;
 	/* An older guest would drop requirements silently; a current one
-	 * refuses them below version 3 (spec, "Opting in"). */
+	 * refuses them below version 3 (docs/design.md §4; dstack's "Opting in"). */
 	if (c->manifest_version < 3)
 		return errbuf_set(err, EINVAL, "requirements: needs manifest_version \"3\" "
 				  "or later, not %d; an older guest would ignore it",

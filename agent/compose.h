@@ -1,4 +1,4 @@
-/* app-compose.json: the part of it this agent reads (spec, "Opting in"). */
+/* app-compose.json: the part of it this agent reads (docs/design.md §4). */
 #ifndef HEALTHD_COMPOSE_H
 #define HEALTHD_COMPOSE_H
 

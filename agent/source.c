@@ -25,7 +25,7 @@ int source_initial_verdict(const struct manifest *m, struct verdict *out)
 	if (!m->ok)
 		return manifest_verdict(m, out);
 	/* Gating off: nothing to determine, so there is no boot window to
-	 * cover (spec: "An app that never set health_check ..."). */
+	 * cover (docs/design.md §4, gating off). */
 	if (source_kind(app) == SOURCE_NONE) {
 		out->healthy = true;
 		return 0;

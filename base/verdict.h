@@ -1,5 +1,5 @@
 /* A verdict: the answer to "can this instance serve?", in the shape of the
- * HealthResponse message (DESIGN.md §3). Sources build one; the cache holds one;
+ * HealthResponse message (docs/design.md §3). Sources build one; the cache holds one;
  * the encoders turn one into bytes. */
 #ifndef HEALTHD_VERDICT_H
 #define HEALTHD_VERDICT_H

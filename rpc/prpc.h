@@ -1,4 +1,4 @@
-/* pRPC request routing as the gateway and curl speak it (DESIGN.md §3), pure:
+/* pRPC request routing as the gateway and curl speak it (docs/design.md §3), pure:
  * HTTP method, path, query, headers and body in; which call, which mode and
  * which error out. The server turns a route into ready responses; the rules
  * live here so that a table can test every one of them. */
@@ -10,7 +10,7 @@
 
 #include "base/err.h"
 
-/* Only this mount serves (DESIGN.md §3: /prpc/Health and /prpc/v0/Health
+/* Only this mount serves (docs/design.md §3: /prpc/Health and /prpc/v0/Health
  * must not answer 200). */
 #define PRPC_MOUNT "/prpc/v1/"
 /* A request body larger than this is refused with 413. HealthRequest and

@@ -55,8 +55,8 @@ struct container *container_list_add(struct container_list *l);
 void container_list_free(struct container_list *l);
 void container_free(struct container *c);
 
-/* Pure: the verdict for the containers of one project (spec, "Default:
- * container healthchecks"; DESIGN.md §4). out must be initialised. -ENOMEM. */
+/* Pure: the verdict for the containers of one project (docs/design.md §4,
+ * "Containers"). out must be initialised. -ENOMEM. */
 int containers_judge(const struct container_list *l, struct verdict *out);
 /* Pure: why the judge skips c ("one-off", "no healthcheck"), or NULL when it
  * is judged. */

@@ -1,4 +1,4 @@
-/* Docker Engine API backend (DESIGN.md §4 "Docker"): ping for the API
+/* Docker Engine API backend (docs/design.md §4 "Docker"): ping for the API
  * version, list the project's containers, inspect those the list cannot
  * vouch for. One connection per request; every step under one deadline. */
 #include "runtime/docker.h"
@@ -268,7 +268,7 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 
 /* One list item: skipped (another project, a one-off), taken from the list,
  * or queued for inspection. The list's word is taken only for a running
- * container: for a stopped one the API reports health "none" (DESIGN §4). */
+ * container: for a stopped one the API reports health "none" (docs/design.md §4). */
 static int list_item(int version, const struct json *j, int it, const char *project,
 		     struct container_list *out, struct docker_ids *todo, struct errbuf *err)
 {

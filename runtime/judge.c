@@ -1,5 +1,5 @@
-/* The verdict for the containers of the app's Compose project (spec, "Default:
- * container healthchecks"; DESIGN.md §4). Pure: facts in, verdict out. */
+/* The verdict for the containers of the app's Compose project (docs/design.md §4,
+ * "Containers"). Pure: facts in, verdict out. */
 #include "runtime/container.h"
 
 #include <errno.h>
@@ -14,7 +14,7 @@ static bool has_health_result(const struct container *c)
 	return c->health && c->health[0] && strcmp(c->health, "none") != 0;
 }
 
-/* Judged from what the runtime did (spec): a health state it keeps, or a
+/* Judged from what the runtime did (docs/design.md §4): a health state it keeps, or a
  * probe in the container's merged config that has not run yet (a container
  * that never started, or nerdctl before the first probe). */
 static bool declares_healthcheck(const struct container *c)
@@ -78,7 +78,7 @@ static int judge_one(const struct container *c, struct verdict *out)
 }
 
 /* Health gating is on but nothing can produce an answer: a pass would leave
- * the feature switched on and doing nothing (spec). */
+ * the feature switched on and doing nothing (docs/design.md §4). */
 static int no_healthcheck(size_t created, struct verdict *out)
 {
 	static const char fix[] =
@@ -100,7 +100,7 @@ int containers_judge(const struct container_list *l, struct verdict *out)
 	for (size_t i = 0; i < l->n; i++) {
 		const struct container *c = &l->v[i];
 		/* An exited `compose run` container must not hold the app out of
-		 * rotation forever (this agent's choice, DESIGN.md §4). */
+		 * rotation forever (this agent's choice, docs/design.md §4). */
 		if (c->oneoff)
 			continue;
 		created++;

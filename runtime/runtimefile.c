@@ -1,4 +1,4 @@
-/* /run/dstack/app-compose-runtime.json (DESIGN.md §4).
+/* /run/dstack/app-compose-runtime.json (docs/design.md §4).
  *
  * The guest writes it, so it is read forward-compatibly: unknown fields are
  * ignored. Known fields are checked strictly, because their values go into a

@@ -1,5 +1,5 @@
-/* The health_status_file source (spec, "health_status_file: the app answers
- * for itself"; DESIGN.md §4).
+/* The health_status_file source (docs/design.md §4, "Status file"; dstack's
+ * page, "health_status_file: the app answers for itself").
  *
  * The same bytes give the same healthy/unhealthy as the upstream dstack agent
  * (it reads at most 4096 bytes as text, takes lines 1 and 2, ignores the
@@ -262,7 +262,7 @@ static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt,
 }
 
 /* Judges the file at path, with the reason in reason[0..n) unless healthy.
- * Anything but a regular file is REFUSED (spec: "A FIFO is refused outright
+ * Anything but a regular file is REFUSED (docs/design.md §4; dstack's page: "A FIFO is refused outright
  * rather than reported as unhealthy-with-a-reason"), before any read. */
 static enum outcome judge_path(const char *path, const char *shown, time_t now,
 			       char *reason, size_t n, struct statusfile_info *info)

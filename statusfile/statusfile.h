@@ -1,5 +1,5 @@
 /* The health_status_file source: the app answers for itself (spec,
- * "health_status_file: the app answers for itself"; DESIGN.md §4). */
+ * "health_status_file: the app answers for itself"; docs/design.md §4). */
 #ifndef HEALTHD_STATUSFILE_H
 #define HEALTHD_STATUSFILE_H
 

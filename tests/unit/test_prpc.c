@@ -1,4 +1,4 @@
-/* Table tests for rpc/prpc.c: every routing rule of DESIGN.md §3. */
+/* Table tests for rpc/prpc.c: every routing rule of docs/design.md §3. */
 #include <stdlib.h>
 #include <string.h>
 
