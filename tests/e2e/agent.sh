@@ -63,7 +63,7 @@ compose "$T/gated.json" '{"health_check":true}'
 printf '{"project":"p"}' > "$T/runtime.json"
 out=$("$BIN" --once --compose-file "$T/gated.json" --runtime-file "$T/runtime.json" \
 	--docker-host unix://$T/none.sock --refresh-timeout 2 2>"$T/once.err"); rc=$?
-is "$rc" 1 "--once with Docker unreachable exits 1"
+is "$rc" 3 "--once with Docker unreachable exits 3 (could not judge)"
 is "$out" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
 	"--once: the error in the agent's words, no path"
 like "$(cat "$T/once.err")" "cannot connect to unix://$T/none.sock" "--once: stderr names the unreachable socket"
