@@ -143,7 +143,7 @@ void config_usage(FILE *f)
 		"\nExit status:\n"
 		"  0  stopped by a signal; --once: healthy\n"
 		"  1  --once: not healthy; otherwise an internal failure (out of memory)\n"
-		"  2  a usage or configuration error (the message names the --flag,\n"
+		"  2  a usage or configuration error (the message names the flag,\n"
 		"     DSTACK_HEALTHD_ variable or FILE: key), a listener that cannot be\n"
 		"     bound; --once: also an app-compose.json it cannot use\n"
 		"  3  --once: could not judge, the source could not be asked (see \"error\")\n"
