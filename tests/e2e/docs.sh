@@ -173,6 +173,8 @@ check_make_run() {
 	announced() { grep -q 'Try:' "$T/run.out"; }
 	wait_for 60 announced
 	ok $? "$what: announces the URL (port $free)"
+	like "$(grep ' serving on ' "$T/run.err")" '; config file dstack\.example\.json;' \
+		"$what: the start line names the config file it read"
 	local flip
 	flip=$(grep -E "^ +printf 'unhealthy" "$T/run.out" | sed 's/^ *//')
 	run "curl -s 'http://127.0.0.1:$free/prpc/v1/Health'"
