@@ -314,6 +314,6 @@ config_error "not JSON" '{"manifest_version":' 'truncated JSON'
 timeout 10 "$BIN" --once --compose-file "$T/nowhere.json" \
 	--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 is "$?" 2 "missing app-compose.json: exit status 2"
-is "$(cat "$T/err")" 'dstack-healthd: app-compose.json: does not exist' "missing app-compose.json: names the file"
+is "$(cat "$T/err")" 'dstack-healthd: error: app-compose.json: does not exist' "missing app-compose.json: names the file"
 
 done_testing
