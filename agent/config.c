@@ -19,7 +19,7 @@
 #include "runtime/http.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)
-#define PATH_MAX_WHERE 4200
+#define PATH_MAX_WHERE CONFIG_WHERE_MAX
 
 /* OPT_STRING_EMPTY: a string where "" means "none". */
 enum opt_type { OPT_STRING, OPT_SECONDS, OPT_BOOL, OPT_LOGLEVEL, OPT_STRING_EMPTY };

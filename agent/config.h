@@ -13,6 +13,8 @@
 #define CONFIG_DEFAULT_FILE "/etc/dstack/healthd.json"
 #define CONFIG_DEFAULT_CONTROL_SOCKET "/run/dstack-healthd/control.sock"
 #define CONFIG_MAX_OPTS 32
+/* Room for config_where: a config file path and a key. */
+#define CONFIG_WHERE_MAX 4200
 
 enum { CONFIG_FROM_DEFAULT, CONFIG_FROM_FILE, CONFIG_FROM_ENV, CONFIG_FROM_FLAG,
        CONFIG_FROM_DOCKER_ENV };

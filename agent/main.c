@@ -298,7 +298,7 @@ static int open_control(const struct agent *a, int passed)
 	int r = rpc_listen(spec, &fd, &err);
 	umask(old);
 	if (r < 0) {
-		char where[4200];
+		char where[CONFIG_WHERE_MAX];
 		config_where(&a->cfg, "control_socket", where, sizeof(where));
 		log_msg(LOG_WARNING, "%s: %s; the local view is off", where, err.msg);
 		return -1;
@@ -326,7 +326,7 @@ static int open_metrics(const struct agent *a)
 	if (!a->cfg.metrics_listen || !*a->cfg.metrics_listen)
 		return -1;
 	if (rpc_listen(a->cfg.metrics_listen, &fd, &err) < 0) {
-		char where[4200];
+		char where[CONFIG_WHERE_MAX];
 		config_where(&a->cfg, "metrics_listen", where, sizeof(where));
 		log_msg(LOG_WARNING, "%s: %s; not serving metrics there", where, err.msg);
 		return -1;
@@ -366,7 +366,7 @@ static int open_listener(const struct agent *a, int *fd, int *control_fd)
 		return 0;
 	}
 	if (rpc_listen(a->cfg.listen, fd, &err) < 0) {
-		char where[4200];
+		char where[CONFIG_WHERE_MAX];
 		config_where(&a->cfg, "listen", where, sizeof(where));
 		log_msg(LOG_ERR, "%s: %s", where, err.msg);
 		return -1;
