@@ -158,6 +158,8 @@ PREFIX ?= /usr
 SBINDIR ?= $(PREFIX)/sbin
 MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/dstack-healthd
+# health.proto, for `protoc --decode` on the machine the agent runs on.
+DATADIR ?= $(PREFIX)/share/dstack-healthd
 ifndef SYSTEMDUNITDIR
 SYSTEMDUNITDIR := $(shell $(PKG_CONFIG) --variable=systemdsystemunitdir systemd 2>/dev/null)
 ifeq ($(SYSTEMDUNITDIR),)
@@ -171,7 +173,7 @@ UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
 .PHONY: install uninstall deb
 install: $(BUILD)/dstack-healthd
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSTEMDUNITDIR) \
-		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DATADIR)
 	$(INSTALL) -m 0755 $(BUILD)/dstack-healthd $(DESTDIR)$(SBINDIR)/dstack-healthd
 	for u in $(UNITS); do \
 		sed 's|/usr/sbin/dstack-healthd|$(SBINDIR)/dstack-healthd|' $$u \
@@ -180,15 +182,21 @@ install: $(BUILD)/dstack-healthd
 		mv $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}.tmp $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} \
 			|| exit 1; \
 	done
-	$(INSTALL) -m 0644 docs/dstack-healthd.8 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
+	sed -e 's|/usr/share/doc/dstack\\-healthd|$(subst -,\\-,$(DOCDIR))|g' \
+		-e 's|/usr/share/dstack\\-healthd|$(subst -,\\-,$(DATADIR))|g' \
+		-e 's|/usr/sbin/dstack\\-healthd|$(subst -,\\-,$(SBINDIR))/dstack\\-healthd|g' \
+		docs/dstack-healthd.8 >$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8.tmp
+	chmod 0644 $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8.tmp
+	mv $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8.tmp $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
 	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
+	$(INSTALL) -m 0644 rpc/health.proto $(DESTDIR)$(DATADIR)/health.proto
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dstack-healthd \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
-		$(DESTDIR)$(DOCDIR)/examples/healthd.json
-	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null
+		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) 2>/dev/null
 
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source

@@ -15,9 +15,11 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/readfile.h"
+#include "rpc/server.h"
+#include "runtime/http.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)
-#define PATH_MAX_WHERE 4200
+#define PATH_MAX_WHERE CONFIG_WHERE_MAX
 
 /* OPT_STRING_EMPTY: a string where "" means "none". */
 enum opt_type { OPT_STRING, OPT_SECONDS, OPT_BOOL, OPT_LOGLEVEL, OPT_STRING_EMPTY };
@@ -33,40 +35,41 @@ struct opt_def {
 #define OPT(n, t, field, a, h) { n, t, offsetof(struct config, field), a, h }
 static const struct opt_def opts[] = {
 	OPT("listen", OPT_STRING, listen, "ADDR",
-	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH\n"
-	    "(default 0.0.0.0:8090)"),
+	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH; HOST is an "
+	    "IPv4 address, localhost, or * for every address (default 0.0.0.0:8090)"),
 	OPT("header-timeout", OPT_SECONDS, header_timeout_ms, "SECONDS",
-	    "a connection that has not sent a whole request this\n"
-	    "long after its accept or its previous request is\n"
-	    "closed (default 2)"),
+	    "a connection that has not sent a whole request this long after its "
+	    "accept or its previous request is closed (default 2)"),
 	OPT("control-socket", OPT_STRING_EMPTY, control_socket, "PATH",
-	    "the operator's local view (status, metrics, reload), a unix socket\n"
-	    "only root can use; empty disables it\n"
-	    "(default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
+	    "the operator's local view (status, metrics, reload), a unix socket "
+	    "only root can use; empty disables it (default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
 	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
-	    "also serve /metrics alone on this TCP HOST:PORT, e.g.\n"
-	    "127.0.0.1:9464; never a public address (default: none)"),
+	    "also serve /metrics alone on this TCP HOST:PORT, e.g. 127.0.0.1:9464; "
+	    "never a public address (default: none)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
-	    "the app's app-compose.json\n(default /dstack/.host-shared/app-compose.json)"),
+	    "the app's app-compose.json (default "
+	    "/dstack/.host-shared/app-compose.json)"),
 	OPT("runtime-file", OPT_STRING, runtime_file, "FILE",
-	    "Compose project and nerdctl namespace, written by the guest\n"
-	    "(default /run/dstack/app-compose-runtime.json)"),
+	    "Compose project and nerdctl namespace, written by the guest (default "
+	    "/run/dstack/app-compose-runtime.json)"),
 	OPT("interval", OPT_SECONDS, interval_ms, "SECONDS",
 	    "time between refreshes of the verdict; fractions allowed (default 5)"),
 	OPT("refresh-timeout", OPT_SECONDS, refresh_timeout_ms, "SECONDS",
 	    "a refresh still running after this fails (default 10)"),
 	OPT("min-refresh-spacing", OPT_SECONDS, min_refresh_spacing_ms, "SECONDS",
-	    "Docker events start a refresh at once, but refreshes start at\n"
-	    "least this far apart (default 0.25)"),
+	    "Docker events start a refresh at once, but refreshes start at least "
+	    "this far apart (default 0.25)"),
 	OPT("docker-host", OPT_STRING, docker_host, "URL",
-	    "Docker Engine: unix://PATH or tcp://HOST:PORT\n"
-	    "(default $DOCKER_HOST, else unix:///var/run/docker.sock)"),
+	    "Docker Engine: unix://PATH or tcp://HOST:PORT (default $DOCKER_HOST, "
+	    "else unix:///var/run/docker.sock)"),
 	OPT("docker-tls-verify", OPT_BOOL, docker_tls_verify, "BOOL",
 	    "reach a tcp:// Docker host over TLS (default $DOCKER_TLS_VERIFY)"),
 	OPT("docker-cert-path", OPT_STRING, docker_cert_path, "DIR",
-	    "ca.pem, cert.pem and key.pem for TLS\n(default $DOCKER_CERT_PATH, else ~/.docker)"),
+	    "ca.pem, cert.pem and key.pem for TLS (default $DOCKER_CERT_PATH, else "
+	    "~/.docker)"),
 	OPT("nerdctl", OPT_STRING, nerdctl, "PATH",
-	    "the nerdctl binary, for runner nerdctl-compose (default nerdctl, from PATH)"),
+	    "the nerdctl binary, for runner nerdctl-compose (default nerdctl, from "
+	    "PATH)"),
 	OPT("containerd-address", OPT_STRING, containerd_address, "PATH",
 	    "containerd socket passed to nerdctl --address (default: nerdctl's own)"),
 	OPT("log-level", OPT_LOGLEVEL, log_priority, "LEVEL",
@@ -79,10 +82,41 @@ static const struct opt_def opts[] = {
 
 enum { FLAG_ONCE = 1000, FLAG_VERSION, FLAG_BASE };
 
+#define USAGE_LEFT 31 /* the option column, indent included */
+#define USAGE_WIDTH 79
+
+/* text, word-wrapped into the help column; the first line follows what is
+ * already printed in column col. */
+static void usage_wrap(FILE *f, const char *text, int col)
+{
+	const char *p = text;
+	if (col >= USAGE_LEFT) {
+		fputc('\n', f);
+		col = 0;
+	}
+	while (*p) {
+		size_t w = strcspn(p, " \n");
+		if (col > USAGE_LEFT && col + 1 + (int)w > USAGE_WIDTH) {
+			fputc('\n', f);
+			col = 0;
+		}
+		if (col < USAGE_LEFT)
+			col += fprintf(f, "%*s", USAGE_LEFT - col, "");
+		else
+			col += fprintf(f, " ");
+		col += fprintf(f, "%.*s", (int)w, p);
+		p += w;
+		p += strspn(p, " \n");
+	}
+	fputc('\n', f);
+}
+
 void config_usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: dstack-healthd [OPTION]...\n"
+		"       dstack-healthd --once [OPTION]...\n"
+		"       dstack-healthd status [--json] | reload\n"
 		"Answers \"can this instance serve?\" for the dstack gateway: recomputes a\n"
 		"verdict every interval from the app's Compose containers or its status file,\n"
 		"and serves it as pRPC at /prpc/v1/Health.\n\n"
@@ -90,30 +124,37 @@ void config_usage(FILE *f)
 		"and as DSTACK_HEALTHD_NAME_WITH_UNDERSCORES; flag beats environment beats\n"
 		"file beats default):\n");
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
-		char left[64];
-		snprintf(left, sizeof(left), "--%s=%s", opts[i].name, opts[i].arg);
-		fprintf(f, "  %-28s ", left);
-		for (const char *p = opts[i].help; *p; p++) {
-			fputc(*p, f);
-			if (*p == '\n')
-				fprintf(f, "  %-28s ", "");
-		}
-		fputc('\n', f);
+		int col = fprintf(f, "  --%s=%s", opts[i].name, opts[i].arg);
+		usage_wrap(f, opts[i].help, col);
 	}
+	usage_wrap(f, "the config file (JSON); default " CONFIG_DEFAULT_FILE
+		      " if it exists (env DSTACK_HEALTHD_CONFIG)",
+		   fprintf(f, "  -c, --config=FILE"));
 	fprintf(f,
-		"\n  -c, --config=FILE            the config file (JSON); default %s\n"
-		"                               if it exists (env DSTACK_HEALTHD_CONFIG)\n"
 		"\nActions (command line only):\n"
-		"  --once        run one refresh now, print the Health response as JSON and\n"
-		"                exit 0 if healthy, 1 if not, 2 on a usage or config error\n"
+		"  --once        run one refresh now, print the Health response as JSON, exit\n"
 		"  --version     print the version and exit\n"
 		"  -h, --help    print this help and exit\n"
 		"\nCommands, to a running agent over its control socket (as root):\n"
 		"  status [--json]  the operator's view: containers, last probes, pollers,\n"
 		"                   history; exit 0 healthy, 1 not, 3 agent not reachable\n"
 		"  reload           re-read the config and app-compose.json; prints what\n"
-		"                   changed or why it was refused; exit 0 applied, 1 refused\n",
-		CONFIG_DEFAULT_FILE);
+		"                   changed or why it was refused; exit 0 applied, 1 refused\n"
+		"\nSignals:\n"
+		"  SIGTERM, SIGINT  stop (exit 0)\n"
+		"  SIGHUP           re-read the config and app-compose.json, as reload does\n"
+		"\nExit status:\n"
+		"  0  stopped by a signal; --once: healthy\n"
+		"  1  --once: not healthy; otherwise an internal failure (out of memory)\n"
+		"  2  a usage or configuration error (the message names the flag,\n"
+		"     DSTACK_HEALTHD_ variable or FILE: key), a listener that cannot be\n"
+		"     bound; --once: also an app-compose.json it cannot use\n"
+		"  3  --once: could not judge, the source could not be asked (see \"error\")\n"
+		"\nExamples:\n"
+		"  dstack-healthd --once --log-level=debug\n"
+		"  dstack-healthd --listen=localhost:8091 --interval=2\n"
+		"  curl -s 'http://localhost:8091/prpc/v1/Health'\n"
+		"\nSee dstack-healthd(8).\n");
 }
 
 static char **field_str(struct config *c, const struct opt_def *o)
@@ -274,13 +315,17 @@ int config_parse_json(struct config *c, const char *path, const char *buf, size_
 	return 0;
 }
 
-static int apply_file(struct config *c, const char *path, struct errbuf *err)
+/* from: the flag or variable that named the file, NULL for the default. */
+static int apply_file(struct config *c, const char *path, const char *from, struct errbuf *err)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
 	int r = readfile(path, CONFIG_MAX_BYTES, &buf, &len, err);
-	if (r < 0)
+	if (r < 0) {
+		if (from)
+			errbuf_prefix(err, "%s", from);
 		return r;
+	}
 	return config_parse_json(c, path, buf, len, err);
 }
 
@@ -399,14 +444,22 @@ int config_load(int argc, char *const argv[], struct config *out, struct errbuf 
 		goto done;
 
 	const char *file = config_flag ? config_flag : getenv("DSTACK_HEALTHD_CONFIG");
-	if (!file && access(CONFIG_DEFAULT_FILE, F_OK) == 0)
+	const char *file_from = config_flag ? "--config" : "DSTACK_HEALTHD_CONFIG";
+	if (file && !*file) {
+		r = errbuf_set(err, EINVAL, "%s: must not be empty (to read no config file, "
+			       "leave it unset and have no %s)", file_from, CONFIG_DEFAULT_FILE);
+		goto done;
+	}
+	if (!file && access(CONFIG_DEFAULT_FILE, F_OK) == 0) {
 		file = CONFIG_DEFAULT_FILE;
+		file_from = NULL;
+	}
 	if (file) {
 		if (!(c.config_file = strdup(file))) {
 			r = errbuf_set(err, ENOMEM, "out of memory");
 			goto done;
 		}
-		if ((r = apply_file(&c, file, err)) < 0)
+		if ((r = apply_file(&c, file, file_from, err)) < 0)
 			goto done;
 	}
 	if ((r = apply_env(&c, err)) < 0)
@@ -523,4 +576,85 @@ int config_diff(const struct config *a, const struct config *b, char *out, size_
 			off = off + (size_t)w >= n ? n - 1 : off + (size_t)w;
 	}
 	return changed;
+}
+
+static const struct opt_def *opt_named(const char *key, size_t *index)
+{
+	char k[64];
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+		file_key(&opts[i], k, sizeof(k));
+		if (!strcmp(k, key)) {
+			*index = i;
+			return &opts[i];
+		}
+	}
+	return NULL;
+}
+
+void config_where(const struct config *c, const char *key, char *buf, size_t n)
+{
+	size_t i = 0;
+	if (!opt_named(key, &i)) {
+		snprintf(buf, n, "%s", key);
+		return;
+	}
+	switch (c->origin[i]) {
+	case CONFIG_FROM_FILE:
+		snprintf(buf, n, "%s: %s", c->config_file ? c->config_file : "?", key);
+		return;
+	case CONFIG_FROM_ENV:
+		env_name(opts[i].name, buf, n);
+		return;
+	case CONFIG_FROM_FLAG:
+		snprintf(buf, n, "--%s", opts[i].name);
+		return;
+	case CONFIG_FROM_DOCKER_ENV:
+		snprintf(buf, n, "%s", opts[i].offset == offsetof(struct config, docker_host) ?
+					  "DOCKER_HOST" :
+				       opts[i].offset == offsetof(struct config, docker_cert_path) ?
+					  "DOCKER_CERT_PATH" : "DOCKER_TLS_VERIFY");
+		return;
+	}
+	snprintf(buf, n, "%s (the default)", key);
+}
+
+/* err's message behind where key came from. Returns r. */
+static int blame(const struct config *c, const char *key, int r, struct errbuf *err)
+{
+	char where[PATH_MAX_WHERE];
+	config_where(c, key, where, sizeof(where));
+	errbuf_prefix(err, "%s", where);
+	return r;
+}
+
+int config_check(const struct config *c, struct errbuf *err)
+{
+	int r;
+	if ((r = rpc_listen_parse(c->listen, false, err)) < 0)
+		return blame(c, "listen", r, err);
+	if (*c->metrics_listen && (r = rpc_listen_parse(c->metrics_listen, true, err)) < 0)
+		return blame(c, "metrics_listen", r, err);
+	if (*c->control_socket) {
+		char spec[PATH_MAX_WHERE];
+		if (c->control_socket[0] != '/')
+			return blame(c, "control_socket",
+				     errbuf_set(err, EINVAL, "'%s' is not an absolute path",
+						c->control_socket), err);
+		snprintf(spec, sizeof(spec), "unix:%s", c->control_socket);
+		if ((r = rpc_listen_parse(spec, false, err)) < 0)
+			return blame(c, "control_socket", r, err);
+	}
+	return 0;
+}
+
+int config_check_docker(const struct config *c, struct errbuf *err)
+{
+	struct http_endpoint ep;
+	int r = http_endpoint_parse(c->docker_host, c->docker_tls_verify, c->docker_cert_path,
+				    &ep, err);
+	if (r < 0)
+		return blame(c, "docker_host", r, err);
+	if ((r = http_tls_check(&ep, err)) < 0)
+		return blame(c, "docker_cert_path", r, err);
+	return 0;
 }

@@ -13,6 +13,8 @@
 #define CONFIG_DEFAULT_FILE "/etc/dstack/healthd.json"
 #define CONFIG_DEFAULT_CONTROL_SOCKET "/run/dstack-healthd/control.sock"
 #define CONFIG_MAX_OPTS 32
+/* Room for config_where: a config file path and a key. */
+#define CONFIG_WHERE_MAX 4200
 
 enum { CONFIG_FROM_DEFAULT, CONFIG_FROM_FILE, CONFIG_FROM_ENV, CONFIG_FROM_FLAG,
        CONFIG_FROM_DOCKER_ENV };
@@ -51,6 +53,17 @@ struct config {
  * field. */
 int config_load(int argc, char *const argv[], struct config *out, struct errbuf *err);
 void config_free(struct config *c);
+/* The checks that need more than the value's type, each error behind where
+ * the value came from: the listen addresses parse, the control socket is an
+ * absolute path that fits a socket address. */
+int config_check(const struct config *c, struct errbuf *err);
+/* The Docker host parses and, with TLS, its certificates can be read: only
+ * when Docker is the source. */
+int config_check_docker(const struct config *c, struct errbuf *err);
+/* Where the value of file key `key` came from, as the user wrote it:
+ * "FILE: key", "DSTACK_HEALTHD_KEY", "--key", "DOCKER_HOST", or "key (the
+ * default)". For messages about the value. */
+void config_where(const struct config *c, const char *key, char *buf, size_t n);
 /* Pure part of reading the config file: applies the JSON text buf[0..len)
  * over c (path names it in messages). For config_load and fuzzing. */
 int config_parse_json(struct config *c, const char *path, const char *buf, size_t len,

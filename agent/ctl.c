@@ -61,7 +61,7 @@ static int call(const char *path, const char *method, const char *target,
 		r = http_request(c, method, target, deadline, CTL_MAX_BODY, resp, &err);
 	http_close(c);
 	if (r < 0)
-		fprintf(stderr, "dstack-healthd: the agent's control socket %s: %s\n", path, err.msg);
+		fprintf(stderr, "dstack-healthd: error: the agent's control socket %s: %s\n", path, err.msg);
 	return r;
 }
 
@@ -150,7 +150,7 @@ static int summary(const char *body, size_t len, bool *healthy)
 	struct json j;
 	struct errbuf err = { "" };
 	if (json_parse(&j, body, len, 1 << 20, &err) < 0) {
-		fprintf(stderr, "dstack-healthd: the agent's answer: %s\n", err.msg);
+		fprintf(stderr, "dstack-healthd: error: the agent's answer: %s\n", err.msg);
 		return -1;
 	}
 	struct out o = { &j, isatty(STDOUT_FILENO) == 1 };
@@ -188,7 +188,7 @@ static int do_status(int argc, char *argv[], const char *path)
 		return CTL_EXIT_UNREACHABLE;
 	int rc = CTL_EXIT_UNREACHABLE;
 	if (resp.status != 200) {
-		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d: %s", resp.status,
+		fprintf(stderr, "dstack-healthd: error: the agent answered HTTP %d: %s", resp.status,
 			resp.body ? resp.body : "");
 	} else if (raw) {
 		fwrite(resp.body, 1, resp.body_len, stdout);
@@ -216,10 +216,10 @@ static int signal_main(void)
 	if (!m || *end || pid <= 1)
 		return CTL_EXIT_UNREACHABLE;
 	if (kill((pid_t)pid, SIGHUP) < 0) {
-		fprintf(stderr, "dstack-healthd: SIGHUP to %ld: %s\n", pid, strerror(errno));
+		fprintf(stderr, "dstack-healthd: error: SIGHUP to %ld: %s\n", pid, strerror(errno));
 		return CTL_EXIT_UNREACHABLE;
 	}
-	fprintf(stderr, "dstack-healthd: sent SIGHUP to %ld instead; whether the reload was "
+	fprintf(stderr, "dstack-healthd: warning: sent SIGHUP to %ld instead; whether the reload was "
 			"applied is in the journal\n", pid);
 	return 0;
 }
@@ -231,7 +231,10 @@ static int do_reload(const char *path)
 		return signal_main();
 	int rc = resp.status == 200 ? 0 : 1;
 	if (resp.status != 200 && resp.status != 409)
-		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d\n", resp.status);
+		fprintf(stderr, "dstack-healthd: error: the agent answered HTTP %d\n", resp.status);
+	/* A refusal is an error line like any other on stderr. */
+	if (rc)
+		fputs("dstack-healthd: error: ", stderr);
 	fwrite(resp.body ? resp.body : "", 1, resp.body_len, rc ? stderr : stdout);
 	http_response_free(&resp);
 	return rc;
@@ -375,7 +378,7 @@ int ctl_main(int argc, char *argv[])
 	if (!strcmp(argv[0], "reload")) {
 		rc = do_reload(path);
 	} else if (!path || !*path) {
-		fprintf(stderr, "dstack-healthd: the control socket is disabled\n");
+		fprintf(stderr, "dstack-healthd: error: the control socket is disabled\n");
 		rc = CTL_EXIT_UNREACHABLE;
 	} else if (!strcmp(argv[0], "drain")) {
 		rc = do_drain(argc, argv, path);

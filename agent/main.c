@@ -35,9 +35,11 @@
 #include "rpc/control.h"
 #include "rpc/encode.h"
 #include "rpc/server.h"
-#include "runtime/docker.h"
 
 #define EXIT_CONFIG 2
+/* --once: the source could not be asked (the verdict carries `error`), so
+ * neither healthy nor unhealthy was judged. */
+#define EXIT_NOT_JUDGED 3
 
 struct agent {
 	struct config cfg;
@@ -50,31 +52,31 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	if (r < 0 || a->cfg.help || a->cfg.version)
 		return r;
 	log_set_max_priority(a->cfg.log_priority);
+	if ((r = config_check(&a->cfg, err)) < 0)
+		return r;
 	if (!manifest_try(&a->m, a->cfg.compose_file))
 		return 0;
 	const struct app_compose *app = &a->m.app;
-	if (source_kind(app) == SOURCE_DOCKER) {
-		struct docker_opts o;
-		source_docker_opts(&a->cfg, -1, &o);
-		if ((r = docker_check_opts(&o, err)) < 0)
-			return r;
-	}
+	if (source_kind(app) == SOURCE_DOCKER)
+		return config_check_docker(&a->cfg, err);
 	return 0;
 }
 
 /* --once: one refresh straight from the source, not through the cache. An
- * unusable app-compose.json is exit status 2, as a bad configuration. */
+ * unusable app-compose.json is exit status 2, as a bad configuration; a
+ * source that could not be asked is EXIT_NOT_JUDGED. */
 static int run_once(struct agent *a)
 {
 	struct verdict v;
 	struct errbuf err = { "" };
 	if (!a->m.ok) {
-		fprintf(stderr, "dstack-healthd: %s\n", a->m.err.msg);
+		log_msg(LOG_ERR, "%s", a->m.err.msg);
 		return EXIT_CONFIG;
 	}
 	verdict_init(&v);
 	int r = source_refresh(&a->cfg, &a->m, clock_mono_ms() + a->cfg.refresh_timeout_ms,
 			       -1, &v, &err);
+	bool judged = r >= 0;
 	if (r < 0) {
 		if (r == -ENOMEM)
 			errbuf_tag(&err, ERR_KIND_NOMEM, errbuf_set(&err, ENOMEM, "out of memory"));
@@ -95,7 +97,7 @@ static int run_once(struct agent *a)
 	bool healthy = v.healthy;
 	json_buf_free(&out);
 	verdict_free(&v);
-	return healthy ? EXIT_SUCCESS : EXIT_FAILURE;
+	return healthy ? EXIT_SUCCESS : judged ? EXIT_FAILURE : EXIT_NOT_JUDGED;
 }
 
 static void log_start(const struct agent *a, const char *listen_desc, const char *local)
@@ -111,8 +113,11 @@ static void log_start(const struct agent *a, const char *listen_desc, const char
 	const char *source = !a->m.ok ? "none until app-compose.json is usable"
 				      : sources[source_kind(app)];
 	log_fields(LOG_INFO, fields,
-		   "v%s (%s) serving on %s; app-compose %s sha256 %s; health source: %s%s",
-		   HEALTHD_VERSION, HEALTHD_REV, listen_desc, a->cfg.compose_file,
+		   "v%s (%s) serving on %s; %s%s; app-compose %s sha256 %s; "
+		   "health source: %s%s",
+		   HEALTHD_VERSION, HEALTHD_REV, listen_desc,
+		   a->cfg.config_file ? "config file " : "no config file",
+		   a->cfg.config_file ? a->cfg.config_file : "", a->cfg.compose_file,
 		   a->m.ok ? app->hash : "-", source, local);
 }
 
@@ -307,7 +312,9 @@ static int open_control(const struct agent *a, int passed)
 	int r = rpc_listen(spec, &fd, &err);
 	umask(old);
 	if (r < 0) {
-		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
+		char where[CONFIG_WHERE_MAX];
+		config_where(&a->cfg, "control_socket", where, sizeof(where));
+		log_msg(LOG_WARNING, "%s: %s; the local view is off", where, err.msg);
 		return -1;
 	}
 	return fd;
@@ -333,7 +340,9 @@ static int open_metrics(const struct agent *a)
 	if (!a->cfg.metrics_listen || !*a->cfg.metrics_listen)
 		return -1;
 	if (rpc_listen(a->cfg.metrics_listen, &fd, &err) < 0) {
-		log_msg(LOG_WARNING, "metrics_listen: %s; not serving metrics there", err.msg);
+		char where[CONFIG_WHERE_MAX];
+		config_where(&a->cfg, "metrics_listen", where, sizeof(where));
+		log_msg(LOG_WARNING, "%s: %s; not serving metrics there", where, err.msg);
 		return -1;
 	}
 	return fd;
@@ -371,7 +380,9 @@ static int open_listener(const struct agent *a, int *fd, int *control_fd)
 		return 0;
 	}
 	if (rpc_listen(a->cfg.listen, fd, &err) < 0) {
-		log_msg(LOG_ERR, "--listen: %s", err.msg);
+		char where[CONFIG_WHERE_MAX];
+		config_where(&a->cfg, "listen", where, sizeof(where));
+		log_msg(LOG_ERR, "%s: %s", where, err.msg);
 		return -1;
 	}
 	return 0;
@@ -476,7 +487,9 @@ int main(int argc, char *argv[])
 			 !strcmp(argv[1], "drain") || !strcmp(argv[1], "resume")))
 		return ctl_main(argc - 1, argv + 1);
 	if (load(argc, argv, &a, &err) < 0) {
-		fprintf(stderr, "dstack-healthd: %s\n", err.msg);
+		/* At err: under systemd this is the one line `journalctl -p err`
+		 * shows for an agent that never started. */
+		log_msg(LOG_ERR, "%s", err.msg);
 		free_agent(&a);
 		return EXIT_CONFIG;
 	}

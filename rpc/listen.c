@@ -55,8 +55,7 @@ static int parse_inet(const char *spec, union sockaddr_any *a, socklen_t *alen, 
 	} else {
 		const char *colon = strrchr(spec, ':');
 		if (!colon)
-			return errbuf_set(err, EINVAL,
-					  "listen address '%s': expected HOST:PORT, [IPv6]:PORT or unix:PATH",
+			return errbuf_set(err, EINVAL, "listen address '%s': expected " RPC_LISTEN_FORMS,
 					  spec);
 		if ((size_t)(colon - spec) >= sizeof(host))
 			return errbuf_set(err, EINVAL, "listen address '%s': host is too long", spec);
@@ -82,12 +81,16 @@ static int parse_inet(const char *spec, union sockaddr_any *a, socklen_t *alen, 
 	a->in.sin_family = AF_INET;
 	a->in.sin_port = htons(p);
 	*alen = sizeof(a->in);
-	if (!*host) /* ":8090": every address */
+	/* ":8090" and "*:8090": every address; "localhost" is loopback alone
+	 * (never a name lookup: the agent starts before any resolver). */
+	if (!*host || !strcmp(host, "*"))
 		return 0;
+	if (!strcmp(host, "localhost"))
+		snprintf(host, sizeof(host), "127.0.0.1");
 	if (inet_pton(AF_INET, host, &a->in.sin_addr) != 1)
 		return errbuf_set(err, EINVAL,
-				  "listen address '%s': '%s' is not a numeric IPv4 address "
-				  "(IPv6 goes in brackets)",
+				  "listen address '%s': '%s' is not a numeric IPv4 address, "
+				  "localhost or *; expected " RPC_LISTEN_FORMS,
 				  spec, host);
 	return 0;
 }
@@ -134,13 +137,30 @@ static int clear_stale_unix(const char *spec, const union sockaddr_any *a, sockl
 	return 0;
 }
 
+static int parse_any(const char *spec, union sockaddr_any *a, socklen_t *alen,
+		     struct errbuf *err)
+{
+	if (!strncmp(spec, "unix:", 5))
+		return parse_unix(spec, spec + 5, a, alen, err);
+	return parse_inet(spec, a, alen, err);
+}
+
+int rpc_listen_parse(const char *spec, bool tcp_only, struct errbuf *err)
+{
+	union sockaddr_any a;
+	socklen_t alen = 0;
+	if (tcp_only && !strncmp(spec, "unix:", 5))
+		return errbuf_set(err, EINVAL, "listen address '%s': must be TCP, HOST:PORT or "
+				  "[IPv6]:PORT", spec);
+	return parse_any(spec, &a, &alen, err);
+}
+
 int rpc_listen(const char *spec, int *fd, struct errbuf *err)
 {
 	union sockaddr_any a;
 	socklen_t alen = 0;
 	bool is_unix = !strncmp(spec, "unix:", 5);
-	int r = is_unix ? parse_unix(spec, spec + 5, &a, &alen, err)
-			: parse_inet(spec, &a, &alen, err);
+	int r = parse_any(spec, &a, &alen, err);
 	if (r < 0)
 		return r;
 	if (is_unix && (r = clear_stale_unix(spec, &a, alen, err)) < 0)

@@ -20,6 +20,7 @@
 #ifndef HEALTHD_SERVER_H
 #define HEALTHD_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,13 +65,19 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
  * thread. NULL is fine. */
 void rpc_server_stop(struct rpc_server *s);
 
-/* Parses a --listen value ("HOST:PORT" with a numeric IPv4 host, empty for
- * any; "[IPv6]:PORT"; "unix:PATH") and returns a bound, listening,
+/* Parses a --listen value (RPC_LISTEN_FORMS) and returns a bound, listening,
  * close-on-exec, non-blocking socket in *fd. Port 0 picks a free port (see
  * rpc_listen_describe). A stale unix socket at PATH is replaced; anything
  * else there, or a socket someone still listens on, is an error. err names
  * the value and what was wrong. */
 int rpc_listen(const char *spec, int *fd, struct errbuf *err);
+/* What rpc_listen accepts, for messages and --help. */
+#define RPC_LISTEN_FORMS                                                              \
+	"HOST:PORT (HOST a numeric IPv4 address, localhost, or * or nothing for "     \
+	"every address), [IPv6]:PORT or unix:PATH"
+/* The parse alone, nothing bound: a configuration check. tcp_only refuses
+ * unix:PATH. */
+int rpc_listen_parse(const char *spec, bool tcp_only, struct errbuf *err);
 
 /* Where a listening socket is bound, for logs: "127.0.0.1:41234",
  * "[::1]:8090", "unix:/run/x.sock". -errno; -ENAMETOOLONG when n is short. */

@@ -37,7 +37,8 @@ EXTRA_OEMAKE = "\
     PKG_CONFIG='pkg-config' PROTOC_C='protoc-c' \
     BUILD='${B}/build' \
     PREFIX='${prefix}' SBINDIR='${sbindir}' MANDIR='${mandir}' \
-    DOCDIR='${docdir}/${BPN}' SYSTEMDUNITDIR='${systemd_system_unitdir}' \
+    DOCDIR='${docdir}/${BPN}' DATADIR='${datadir}/${BPN}' \
+    SYSTEMDUNITDIR='${systemd_system_unitdir}' \
 "
 
 # The daemon only: the unit test binaries are for the build machine.

@@ -36,17 +36,17 @@ compose "$T/ok.json" '{"health_check":false}'
 check_error "unknown flag" "--frobnicate: unknown option" --frobnicate
 check_error "bad interval" "--interval: must be a number" --interval=never --compose-file "$T/ok.json"
 # app-compose.json with --once: exit 2 too, the file named, its path not.
-check_error "missing compose file" "^dstack-healthd: app-compose.json: does not exist$" --once --compose-file "$T/nope.json"
+check_error "missing compose file" "^dstack-healthd: error: app-compose.json: does not exist$" --once --compose-file "$T/nope.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":"yes"}}' > "$T/badtype.json"
-check_error "health_check of the wrong type" "^dstack-healthd: app-compose.json: requirements.health_check: " --once --compose-file "$T/badtype.json"
+check_error "health_check of the wrong type" "^dstack-healthd: error: app-compose.json: requirements.health_check: " --once --compose-file "$T/badtype.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"rel/path"}}' > "$T/rel.json"
-check_error "relative status file" "^dstack-healthd: app-compose.json: requirements.health_status_file: must be an absolute path$" --once --compose-file "$T/rel.json"
+check_error "relative status file" "^dstack-healthd: error: app-compose.json: requirements.health_status_file: must be an absolute path$" --once --compose-file "$T/rel.json"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"healthcheck":true}}' > "$T/unknown.json"
-check_error "unknown requirement" "^dstack-healthd: app-compose.json: requirements.healthcheck: " --once --compose-file "$T/unknown.json"
+check_error "unknown requirement" "^dstack-healthd: error: app-compose.json: requirements.healthcheck: " --once --compose-file "$T/unknown.json"
 printf '{"manifest_version":2,"runner":"docker-compose","requirements":{"health_check":true}}' > "$T/v2.json"
-check_error "requirements below manifest 3" "^dstack-healthd: app-compose.json: requirements: " --once --compose-file "$T/v2.json"
+check_error "requirements below manifest 3" "^dstack-healthd: error: app-compose.json: requirements: " --once --compose-file "$T/v2.json"
 compose "$T/bash.json" '{"health_check":true}' bash
-check_error "bash runner without a status file" "^dstack-healthd: app-compose.json: .*health_status_file" --once --compose-file "$T/bash.json"
+check_error "bash runner without a status file" "^dstack-healthd: error: app-compose.json: .*health_status_file" --once --compose-file "$T/bash.json"
 printf '{"listen":"127.0.0.1:1","interval":"five"}' > "$T/cfg.json"
 check_error "config file field of the wrong type" "cfg.json: interval" -c "$T/cfg.json" --once --compose-file "$T/ok.json"
 DSTACK_HEALTHD_REFRESH_TIMEOUT=x check_error "bad environment variable" \
@@ -63,7 +63,7 @@ compose "$T/gated.json" '{"health_check":true}'
 printf '{"project":"p"}' > "$T/runtime.json"
 out=$("$BIN" --once --compose-file "$T/gated.json" --runtime-file "$T/runtime.json" \
 	--docker-host unix://$T/none.sock --refresh-timeout 2 2>"$T/once.err"); rc=$?
-is "$rc" 1 "--once with Docker unreachable exits 1"
+is "$rc" 3 "--once with Docker unreachable exits 3 (could not judge)"
 is "$out" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
 	"--once: the error in the agent's words, no path"
 like "$(cat "$T/once.err")" "cannot connect to unix://$T/none.sock" "--once: stderr names the unreachable socket"

@@ -116,7 +116,7 @@ served compose "app-compose.json: requirements.health_status_file: must be an ab
 # --once: the answer has the public text, stderr the detail.
 out=$("$BIN" --once --compose-file "$D/docker.json" --runtime-file "$D/runtime.json" \
 	--docker-host "unix://$D/d.sock" 2>"$T/once.err"); rc=$?
-is "$rc" 1 "--once: exit status 1"
+is "$rc" 3 "--once: exit status 3 (could not judge)"
 is "$out" '{"healthy":false,"unhealthy":[],"error":"the container runtime answered with an error status"}' \
 	"--once: the answer is in the agent's words"
 like "$(cat "$T/once.err")" "HTTP 500: $MARK daemon says no" \

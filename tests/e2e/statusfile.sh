@@ -86,7 +86,7 @@ expect() {
 # outright: the refresh fails (error set, no entries), it is not judged. The
 # error is the agent's fixed text; the detail is in the log (stderr).
 expect_refused() {
-	is "$RC" 1 "$1: exit status 1"
+	is "$RC" 3 "$1: exit status 3 (could not judge)"
 	is "$HEALTHY" false "$1: healthy is false"
 	is "$STATUS" "" "$1: no entries (refused, not judged)"
 	is "$ERROR" "the status file cannot be read: not a regular file" "$1: the error says so"
@@ -281,7 +281,7 @@ config_error() {
 	timeout 10 "$BIN" --once --compose-file "$T/bad-compose.json" \
 		--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 	is "$?" 2 "$1: exit status 2"
-	like "$(cat "$T/err")" "^dstack-healthd: app-compose\.json: $3" "$1: names the file (not its path) and the field"
+	like "$(cat "$T/err")" "^dstack-healthd: error: app-compose\.json: $3" "$1: names the file (not its path) and the field"
 }
 config_error "relative status file" \
 	'{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"dstack/health"}}' \
@@ -314,6 +314,6 @@ config_error "not JSON" '{"manifest_version":' 'truncated JSON'
 timeout 10 "$BIN" --once --compose-file "$T/nowhere.json" \
 	--runtime-file "$T/no-runtime.json" >"$T/out" 2>"$T/err"
 is "$?" 2 "missing app-compose.json: exit status 2"
-is "$(cat "$T/err")" 'dstack-healthd: app-compose.json: does not exist' "missing app-compose.json: names the file"
+is "$(cat "$T/err")" 'dstack-healthd: error: app-compose.json: does not exist' "missing app-compose.json: names the file"
 
 done_testing

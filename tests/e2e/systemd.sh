@@ -182,6 +182,34 @@ grep -q '^    HEALTHD_COMPOSE_HASH=[0-9a-f]\{64\}$' "$T/journal.verbose"
 ok $? "the start line carries HEALTHD_COMPOSE_HASH"
 grep -qx '    HEALTHD_REASON=<health_file>: the app reports unhealthy' "$T/journal.verbose"
 ok $? "the unhealthy verdict carries HEALTHD_REASON, the rule that failed"
+is "$(grep -c '^    HEALTHD_COMPOSE_HASH=' "$T/journal.verbose")" 4 \
+	"HEALTHD_COMPOSE_HASH on the start line and every verdict line"
+
+# --- the documents' commands (tests/e2e/docs.sh sends these here) ---------
+like "$(in_c journalctl -u dstack-healthd -p warning --no-pager -o cat 2>&1)" \
+	'verdict: unhealthy: <health_file>: the app reports unhealthy' \
+	"journalctl -u dstack-healthd -p warning shows the unhealthy verdict"
+out=$(in_c journalctl -u dstack-healthd HEALTHD_VERDICT=unhealthy --no-pager -o cat 2>&1)
+ok $(printf '%s\n' "$out" | grep -q 'verdict: unhealthy' &&
+	! printf '%s\n' "$out" | grep -q 'verdict: healthy'; echo $?) \
+	"journalctl -u dstack-healthd HEALTHD_VERDICT=unhealthy selects the unhealthy verdicts alone"
+like "$(in_c systemctl status dstack-healthd 2>&1 | grep 'Status:')" 'Status: "healthy"' \
+	"systemctl status dstack-healthd shows the verdict on its Status: line"
+mkdir -p "$T/share"
+$D cp "$C:/usr/share/dstack-healthd/health.proto" "$T/share/health.proto" 2>"$T/cp.err"
+ok $? "the package ships /usr/share/dstack-healthd/health.proto"
+is "$(in_c curl -s -X POST --data-binary '' 'http://127.0.0.1:8090/prpc/v1/Health' |
+	protoc --decode=dstack.guest.v1.HealthResponse -I "$T/share" health.proto 2>&1)" \
+	"healthy: true" "the man page's protoc line decodes the answer with the installed health.proto"
+like "$(in_c sh -c 'zcat -f /usr/share/man/man8/dstack-healthd.8*' | grep -c 'share/dstack\\-healthd/health.proto')" \
+	'^[1-9]' "the installed man page names the installed health.proto"
+if command -v lintian >/dev/null 2>&1; then
+	# Its tags go to stdout; stderr has only its remark on running as root.
+	out=$(lintian --pedantic "$DEB" 2>/dev/null); rc=$?
+	is "$rc:$out" "0:" "lintian --pedantic has nothing to say of the package"
+else
+	diag "lintian is not installed: the package is not linted"
+fi
 
 # --- reload, crash, stop ----------------------------------------------------
 in_c systemctl reload dstack-healthd
@@ -293,6 +321,21 @@ wait_for 5 sh -c "$D exec $C curl -s -X POST 'http://127.0.0.1:8090/prpc/v1/Heal
 ok $? "and the restarted agent serves healthy (not draining)"
 in_c sh -c 'kill $(cat /tmp/poller.pid)'
 in_c systemctl stop app-compose dstack-healthd
+# A configuration error at start: exit 2, not restarted, and the reason is
+# what `journalctl -p err` shows.
+printf '[Service]\nEnvironment=DSTACK_HEALTHD_LISTEN=nowhere\n' |
+	put /etc/systemd/system/dstack-healthd.service.d/bad.conf
+in_c systemctl daemon-reload
+in_c systemctl start dstack-healthd >/dev/null 2>&1
+ok $([ $? -ne 0 ]; echo $?) "a bad DSTACK_HEALTHD_LISTEN: systemctl start fails"
+is "$(prop dstack-healthd.service ExecMainStatus)/$(prop dstack-healthd.service SubState)" 2/failed \
+	"exit status 2, and left failed (no restart for it)"
+like "$(in_c journalctl -u dstack-healthd -p err --no-pager -o cat 2>&1)" \
+	"error: DSTACK_HEALTHD_LISTEN: listen address 'nowhere'|^DSTACK_HEALTHD_LISTEN: listen address 'nowhere'" \
+	"journalctl -u dstack-healthd -p err names the variable and what is wrong"
+in_c rm /etc/systemd/system/dstack-healthd.service.d/bad.conf
+in_c systemctl daemon-reload
+in_c systemctl reset-failed dstack-healthd
 
 # --- socket activation ------------------------------------------------------
 in_c systemctl start dstack-healthd.socket

@@ -8,6 +8,7 @@
 
 #include "agent/config.h"
 #include "base/json.h"
+#include "rpc/server.h"
 #include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
@@ -37,6 +38,10 @@ static void clear_env(void)
 		"DSTACK_HEALTHD_DOCKER_HOST",	  "DSTACK_HEALTHD_REFRESH_TIMEOUT",
 		"DSTACK_HEALTHD_LOG_LEVEL",	  "DOCKER_HOST",
 		"DOCKER_TLS_VERIFY",		  "DSTACK_HEALTHD_DOCKER_TLS_VERIFY",
+		"DSTACK_HEALTHD_HEADER_TIMEOUT",  "DSTACK_HEALTHD_CONTROL_SOCKET",
+		"DSTACK_HEALTHD_METRICS_LISTEN",  "DSTACK_HEALTHD_RUNTIME_FILE",
+		"DSTACK_HEALTHD_MIN_REFRESH_SPACING", "DSTACK_HEALTHD_DOCKER_CERT_PATH",
+		"DSTACK_HEALTHD_NERDCTL",	  "DSTACK_HEALTHD_CONTAINERD_ADDRESS",
 	};
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
@@ -268,6 +273,164 @@ static void test_header_timeout(void)
 	unsetenv("DSTACK_HEALTHD_HEADER_TIMEOUT");
 }
 
+/* Loads and runs every check the agent runs before it starts. */
+static int load_checked(int argc, char **argv, struct errbuf *e)
+{
+	struct config c;
+	int r = config_load(argc, argv, &c, e);
+	if (r < 0)
+		return r;
+	if ((r = config_check(&c, e)) == 0)
+		r = config_check_docker(&c, e);
+	config_free(&c);
+	return r;
+}
+
+/* Every option, from every source, with a bad value: the message begins
+ * with where the value came from as the user wrote it, checks after loading
+ * (listen addresses, the control socket, the Docker host) included. */
+static const struct {
+	const char *key, *flag, *env;
+	const char *text; /* for the environment and the flag */
+	const char *json; /* for the config file */
+	const char *says; /* what follows the origin */
+} bad[] = {
+	{ "listen", "--listen", "DSTACK_HEALTHD_LISTEN", "nowhere", "\"nowhere\"",
+	  "listen address 'nowhere': expected HOST:PORT" },
+	{ "header_timeout", "--header-timeout", "DSTACK_HEALTHD_HEADER_TIMEOUT", "0", "0",
+	  "must be a number of seconds" },
+	{ "control_socket", "--control-socket", "DSTACK_HEALTHD_CONTROL_SOCKET", "rel.sock",
+	  "\"rel.sock\"", "'rel.sock' is not an absolute path" },
+	{ "metrics_listen", "--metrics-listen", "DSTACK_HEALTHD_METRICS_LISTEN", "unix:/m.sock",
+	  "\"unix:/m.sock\"", "must be TCP" },
+	{ "compose_file", "--compose-file", "DSTACK_HEALTHD_COMPOSE_FILE", "", "\"\"",
+	  "must not be empty" },
+	{ "runtime_file", "--runtime-file", "DSTACK_HEALTHD_RUNTIME_FILE", "", "\"\"",
+	  "must not be empty" },
+	{ "interval", "--interval", "DSTACK_HEALTHD_INTERVAL", "soon", "\"soon\"",
+	  "must be a number of seconds" },
+	{ "refresh_timeout", "--refresh-timeout", "DSTACK_HEALTHD_REFRESH_TIMEOUT", "1e9", "1e9",
+	  "must be a number of seconds" },
+	{ "min_refresh_spacing", "--min-refresh-spacing", "DSTACK_HEALTHD_MIN_REFRESH_SPACING",
+	  "-1", "-1", "must be a number of seconds" },
+	{ "docker_host", "--docker-host", "DSTACK_HEALTHD_DOCKER_HOST", "bogus", "\"bogus\"",
+	  "invalid Docker host \"bogus\"" },
+	{ "docker_tls_verify", "--docker-tls-verify", "DSTACK_HEALTHD_DOCKER_TLS_VERIFY", "maybe",
+	  "\"maybe\"", "must be true or false" },
+	{ "docker_cert_path", "--docker-cert-path", "DSTACK_HEALTHD_DOCKER_CERT_PATH", "", "\"\"",
+	  "must not be empty" },
+	{ "nerdctl", "--nerdctl", "DSTACK_HEALTHD_NERDCTL", "", "\"\"", "must not be empty" },
+	{ "containerd_address", "--containerd-address", "DSTACK_HEALTHD_CONTAINERD_ADDRESS", "",
+	  "\"\"", "must not be empty" },
+	{ "log_level", "--log-level", "DSTACK_HEALTHD_LOG_LEVEL", "loud", "\"loud\"",
+	  "must be err, warning" },
+};
+
+static void expect_origin(int r, const struct errbuf *e, const char *origin, const char *says,
+			  const char *what)
+{
+	char want[600];
+	snprintf(want, sizeof(want), "%s: ", origin);
+	ok(r < 0 && !strncmp(e->msg, want, strlen(want)) && strstr(e->msg, says),
+	   "%s: '%s' begins '%s' and says '%s'", what, e->msg, want, says);
+}
+
+static void test_error_origins(void)
+{
+	/* The table covers every option the agent has. */
+	struct config c;
+	struct errbuf e = { "" };
+	char *argv0[] = { "x", NULL };
+	clear_env();
+	if (config_load(1, argv0, &c, &e) == 0) {
+		struct json_buf b = { 0 };
+		size_t n = 0, missing = 0;
+		if (config_json(&c, &b) == 0)
+			for (const char *p = b.p; (p = strstr(p, "\":{\"value\":")); p++) {
+				const char *k = p;
+				while (k > b.p && k[-1] != '"')
+					k--;
+				size_t len = (size_t)(p - k), found = 0;
+				for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+					found |= strlen(bad[i].key) == len && !strncmp(bad[i].key, k, len);
+				if (!found && strncmp(k, "config_file", len))
+					printf("# option %.*s has no row\n", (int)len, k), missing++;
+				n++;
+			}
+		ok(n > 10 && missing == 0, "the table has a row for each of the %zu options", n);
+		json_buf_free(&b);
+		config_free(&c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char json[300], cflag[300], flag[300], what[300];
+		snprintf(json, sizeof(json), "{\"%s\":%s}", bad[i].key, bad[i].json);
+		const char *path = write_file("origin.json", json);
+		snprintf(cflag, sizeof(cflag), "--config=%s", path);
+		char *fargv[] = { "x", cflag, NULL };
+		clear_env();
+		int r = load_checked(2, fargv, &e);
+		snprintf(flag, sizeof(flag), "%s: %s", path, bad[i].key);
+		snprintf(what, sizeof(what), "%s from the file", bad[i].key);
+		expect_origin(r, &e, flag, bad[i].says, what);
+		n_paths--;
+		free(paths[n_paths]);
+
+		setenv(bad[i].env, bad[i].text, 1);
+		r = load_checked(1, argv0, &e);
+		snprintf(what, sizeof(what), "%s from the environment", bad[i].key);
+		expect_origin(r, &e, bad[i].env, bad[i].says, what);
+		unsetenv(bad[i].env);
+
+		snprintf(flag, sizeof(flag), "%s=%s", bad[i].flag, bad[i].text);
+		char *argv[] = { "x", flag, NULL };
+		r = load_checked(2, argv, &e);
+		snprintf(what, sizeof(what), "%s from the flag", bad[i].key);
+		expect_origin(r, &e, bad[i].flag, bad[i].says, what);
+	}
+	/* Docker's own variable, and the config file's own sources. */
+	clear_env();
+	setenv("DOCKER_HOST", "bogus", 1);
+	expect_origin(load_checked(1, argv0, &e), &e, "DOCKER_HOST", "invalid Docker host",
+		      "docker_host from DOCKER_HOST");
+	clear_env();
+	setenv("DSTACK_HEALTHD_CONFIG", "", 1);
+	expect_origin(load_checked(1, argv0, &e), &e, "DSTACK_HEALTHD_CONFIG", "must not be empty",
+		      "DSTACK_HEALTHD_CONFIG empty");
+	setenv("DSTACK_HEALTHD_CONFIG", "/nonexistent/h.json", 1);
+	expect_origin(load_checked(1, argv0, &e), &e, "DSTACK_HEALTHD_CONFIG",
+		      "/nonexistent/h.json: does not exist", "DSTACK_HEALTHD_CONFIG missing file");
+	clear_env();
+	char *eargv[] = { "x", "--config=", NULL };
+	expect_origin(load_checked(2, eargv, &e), &e, "--config", "must not be empty",
+		      "--config empty");
+	char *margv[] = { "x", "--config=/nonexistent/h.json", NULL };
+	expect_origin(load_checked(2, margv, &e), &e, "--config",
+		      "/nonexistent/h.json: does not exist", "--config missing file");
+	clear_env();
+}
+
+/* HOST:PORT takes localhost and *, and says what it takes otherwise. */
+static void test_listen_forms(void)
+{
+	static const struct {
+		const char *spec;
+		int ok;
+	} cases[] = {
+		{ "localhost:8090", 1 },  { "*:8090", 1 },	    { ":8090", 1 },
+		{ "127.0.0.1:0", 1 },	  { "[::1]:8090", 1 },	    { "unix:/run/x.sock", 1 },
+		{ "example.com:8090", 0 }, { "localhost", 0 },	    { "*:http", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct errbuf e = { "" };
+		int r = rpc_listen_parse(cases[i].spec, false, &e);
+		if (cases[i].ok)
+			ok(r == 0, "listen %s is accepted (%s)", cases[i].spec, e.msg);
+		else
+			ok(r < 0 && (strstr(e.msg, "localhost") || strstr(e.msg, "port")),
+			   "listen %s: %s", cases[i].spec, e.msg);
+	}
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -277,6 +440,8 @@ int main(void)
 	test_actions();
 	test_origins();
 	test_header_timeout();
+	test_error_origins();
+	test_listen_forms();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
