@@ -113,6 +113,22 @@ check() {
 		run "$cmd"; like "$RC:$OUT" '^0:\{.*"verdict":' "$what: /status" ;;
 	"curl -s --unix-socket /run/dstack-healthd/control.sock http://localhost/metrics")
 		run "$cmd"; like "$RC:$OUT" 'dstack_healthd_healthy 1' "$what: /metrics" ;;
+	"dstack-healthd drain --wait --timeout 15")
+		# Everyone who polled within drain_window must hear it: earlier
+		# commands polled from 127.0.0.1, so one more poll during the
+		# wait is what lets it return 0.
+		PATH="$(dirname "$BIN"):$PATH" bash -c "$cmd" >"$T/drain.out" 2>&1 &
+		local dp=$!
+		drained() { curl -s "http://127.0.0.1:$PORT/prpc/v1/Health" | grep -q '"<drain>"'; }
+		wait_for 10 drained
+		ok $? "$what: Health answers draining at once"
+		wait "$dp"; RC=$?
+		like "$RC:$(cat "$T/drain.out")" '^0:.*127\.0\.0\.1' "$what: exit 0, naming who was told" ;;
+	"dstack-healthd resume")
+		run "$cmd"
+		is "$RC" 0 "$what: exit 0"
+		wait_for 10 healthy
+		ok $? "$what: Health answers healthy again" ;;
 	"dstack-healthd --once --log-level=debug")
 		OUT=$(DSTACK_HEALTHD_COMPOSE_FILE=$T/app.json "$BIN" --once --log-level=debug 2>"$T/err"); RC=$?
 		is "$RC:$OUT" '0:{"healthy":true,"unhealthy":[],"error":""}' "$what: healthy, exit 0" ;;

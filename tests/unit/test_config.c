@@ -324,6 +324,8 @@ static const struct {
 	  "\"\"", "must not be empty" },
 	{ "log_level", "--log-level", "DSTACK_HEALTHD_LOG_LEVEL", "loud", "\"loud\"",
 	  "must be err, warning" },
+	{ "drain_window", "--drain-window", "DSTACK_HEALTHD_DRAIN_WINDOW", "0", "0",
+	  "must be a number of seconds" },
 };
 
 static void expect_origin(int r, const struct errbuf *e, const char *origin, const char *says,
