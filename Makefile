@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # dstack-healthd. `make` builds build/dstack-healthd; `make asan` the same with
 # AddressSanitizer and UBSan in build-asan/; `make test` runs every test with
 # both; `make run` serves a verdict from the example config.

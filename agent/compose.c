@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* app-compose.json: the fields this agent reads (docs/design.md §4, after dstack's "Opting in" and
  * "health_status_file"). Rules, after the reference guest's AppCompose:
  * - Other top-level fields are ignored: AppCompose is not deny_unknown_fields.

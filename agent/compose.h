@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* app-compose.json: the part of it this agent reads (docs/design.md §4). */
 #ifndef HEALTHD_COMPOSE_H
 #define HEALTHD_COMPOSE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own configuration: defaults, then the JSON config file, then
  * DSTACK_HEALTHD_<NAME> environment variables, then command-line flags; each
  * later source beats the earlier ones. */

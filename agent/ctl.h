@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `dstack-healthd status` and `dstack-healthd reload`: the operator's
  * commands, talking to the agent's control socket with the agent's own HTTP
  * client (runtime/http.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dstack-healthd: answers "can this instance serve?" for the dstack gateway.
  *
  * main() reads as the table of contents: the configuration is checked (any

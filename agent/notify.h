@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The systemd notify protocol (sd_notify(3)): READY once the listener is bound
  * and the config is valid, STATUS with the verdict in words, WATCHDOG from the
  * refresh loop only, STOPPING on the way out. Without NOTIFY_SOCKET every call

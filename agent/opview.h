@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The refresh thread's side of the operator's view (issue 11): what it
  * remembers across refreshes (and reloads) and the view it publishes after
  * each refresh, for the control socket to serve without asking anything. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The refresh loop: the one thread that runs refreshes. Every interval, and
  * soon after a Docker event, it runs one refresh (bounded by the refresh
  * timeout), applies the consecutive-failure rule, publishes the verdict into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One refresh: asks the source the app chose (nothing, its status file, or its
  * Compose containers through Docker or nerdctl) and judges the answer. */
 #ifndef HEALTHD_SOURCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Following Docker's event stream (Docker source only): each event of the
  * app's Compose project asks the refresh loop for a refresh at once. The
  * watcher never waits on the loop and the loop never waits on it, so a hung

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The verdict cache: the one thing the refresh thread and the HTTP thread
  * share. The refresh thread builds a complete, immutable snapshot (the verdict
  * and its ready responses, encoded by the publisher: the cache stores and

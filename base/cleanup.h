@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scope-bound resources, after systemd and crun: a local declared with one of
  * these is released when it goes out of scope. Hand ownership out by setting
  * the local to NULL (or -1 for fds). Every destructor accepts NULL / -1. */

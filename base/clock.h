@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef HEALTHD_CLOCK_H
 #define HEALTHD_CLOCK_H
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "base/drain.h"
 
 enum drain_told drain_poller_told(const struct poller *p, uint64_t since_seq,

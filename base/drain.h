@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The drain's "everyone told" rule (issue 12), pure, over a copy of the
  * pollers table: `drain --wait` is done when every address that polled
  * Health within the window has been served the drain's verdict at least

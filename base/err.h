@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error convention for all of dstack-healthd.
  *
  * - A function that can fail returns 0 (or a non-negative count) on success and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Growing a buffer or an array by doubling: the one copy of the loop that
  * every appender used to carry. */
 #ifndef HEALTHD_GROW_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading JSON with jsmn: one token array per document, helpers to walk it.
  * Every parser of outside JSON in the agent goes through here, so the bounds
  * (document size, token count) are enforced in one place. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: stderr in the foreground, the journal (with PRIORITY= and
  * structured fields) when stderr is connected to it. Log transitions, not
  * polls: see refresh.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who polls Health, and what each was last told: the table the public HTTP
  * thread writes on every Health answer and the local view reads. It is a
  * fixed array (POLLERS_MAX entries, the least recently seen replaced first),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A verdict: the answer to "can this instance serve?", in the shape of the
  * HealthResponse message (docs/design.md §3). Sources build one; the cache holds one;
  * the encoders turn one into bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's view (issue 11): what the refresh thread publishes for the
  * local control socket beside the verdict snapshot, and the pure helpers
  * that format it. A view is immutable once published; readers take a

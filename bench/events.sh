@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Reacting to Docker's events, measured on a private real dockerd (the test
 # harness's), with the agent's timer at 60 s so that only events can explain
 # a prompt verdict:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A Docker Engine API peer serving one Compose project of N containers, for
 the benchmarks.
 

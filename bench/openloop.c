@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An open-loop HTTP load generator: requests leave at a fixed rate whether
  * or not earlier ones were answered, and each latency is measured from the
  * moment its request was due, so a stalled server is charged for the queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Times the refresh thread's work, one refresh at a time: what refresh_one()
  * does between two sleeps (source_refresh, then sorting and encoding the
  * verdict into ready responses), with the agent's own configuration code, so

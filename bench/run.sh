@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The benchmarks behind `make bench` (bench/README.md says what each figure
 # means and how it is taken). Prints one table; figures, not a test: no
 # number makes it fail. Everything it starts (fake Docker peers, agents,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Start-up time of the agent, as systemd would see it.
 
   startup.py RUNS PORT AGENT [AGENT OPTIONS...]

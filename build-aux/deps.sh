@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
 #   build-aux/deps.sh build [test] [fuzz] [bench] [cross]

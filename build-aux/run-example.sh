@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # `make run`: the agent on dstack.example.json, with no container runtime
 # needed. The example app answers for itself through a status file under
 # build/example/ that this script keeps fresh; the flags override the example

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the libFuzzer targets (see README). Each target feeds the bytes
  * to one parser of outside bytes exactly as the agent would, then frees what
  * it returned, so that ASan sees every leak and overrun and UBSan every

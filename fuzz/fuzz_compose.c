@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* app-compose.json, as the operator's deployment wrote it. */
 #include "agent/compose.h"
 #include "fuzz/fuzz.h"

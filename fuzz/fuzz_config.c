@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own JSON config file (-c FILE), through the pure part of
  * config_load. */
 #include <stdlib.h>

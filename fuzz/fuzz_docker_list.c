@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Docker backend's path: the body of GET /containers/json, then the
  * inspections it asks for, then the judge, under the oracle of
  * fuzz/oracle.h. Layout: byte 0 picks the API version the client negotiated

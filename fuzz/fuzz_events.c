@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker's /events stream as the agent reads it: the HTTP response parser in
  * stream mode (head, then body pieces, chunked or not), the pieces cut into
  * lines, each line parsed as an event. Byte 0 is the size of each read

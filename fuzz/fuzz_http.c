@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Docker client's HTTP/1.1 response reader: status line, headers,
  * Content-Length, chunked framing and trailers, fed in pieces the way a
  * socket delivers them. Byte 0 picks the body cap (small, so that the limits

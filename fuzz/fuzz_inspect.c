@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker-shaped inspect JSON, judged as the refresh would. Byte 0 picks the
  * shape: even, an array as `nerdctl inspect` prints it; odd, the single
  * object of Docker's GET /containers/{id}/json. No project filter at this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The nerdctl backend's path (nerdctl_list_with, then the judge) against a
  * stand-in nerdctl that misbehaves as the input says, under the oracle of
  * fuzz/oracle.h. Layout:

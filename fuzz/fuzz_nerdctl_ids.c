@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `nerdctl ps -a -q` output. */
 #include "fuzz/fuzz.h"
 #include "runtime/nerdctl.h"

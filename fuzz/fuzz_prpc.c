@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pRPC request path of an anonymous caller, as the server hands it to
  * rpc/prpc.c: method, path, the `json` query argument, Content-Type and
  * Content-Length, then the body (JSON or protobuf). Layout: a flags byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /run/dstack/app-compose-runtime.json, written by the guest. */
 #include "fuzz/fuzz.h"
 #include "runtime/runtimefile.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The status file the app writes. The first 8 bytes are the time of the
  * read, so that the age rule and its overflow edges are reached too; the
  * rest is the file, of which statusfile_judge reads the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The property every container-runtime target checks: an app is never
  * healthy by accident. If any input container of the app's project (not a
  * one-off) that declares a healthcheck is not running, or its health is

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the libFuzzer targets (called by `make fuzz` and `make fuzz-smoke`).
 #   fuzz/run.sh run   BUILD SECONDS JOBS TARGET...  each target SECONDS on a
 #       work copy of its corpus (BUILD/corpus/T keeps what it finds), JOBS

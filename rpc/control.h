@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's local listener (issue 11): a second libmicrohttpd daemon on
  * a unix socket only root may use, answering GET /status, GET /metrics and
  * POST /reload from the snapshots the refresh thread publishes; and, when

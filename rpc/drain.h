@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The drain (issue 12): `dstack-healthd drain` takes the instance out of
  * rotation by overriding what the public side serves (cache_override) with
  * one ready-encoded verdict, healthy:false with the single entry <drain>;

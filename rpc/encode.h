@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HealthResponse and VersionResponse as bytes: compact JSON with every field
  * (docs/design.md §3), and protobuf through protoc-c's generated code; and those
  * bytes as ready libmicrohttpd responses, built once by the refresh thread so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The front door of a libmicrohttpd daemon: a thread of our own accepts
  * connections and drives the daemon (MHD_USE_NO_LISTEN_SOCKET, external
  * epoll), so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pRPC request routing as the gateway and curl speak it (docs/design.md §3), pure:
  * HTTP method, path, query, headers and body in; which call, which mode and
  * which error out. The server turns a route into ready responses; the rules

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a container runtime says about one container of the app's Compose
  * project, in a form both backends (Docker, nerdctl) fill and the pure judge
  * reads. */

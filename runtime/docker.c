@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker Engine API backend (docs/design.md §4 "Docker"): ping for the API
  * version, list the project's containers, inspect those the list cannot
  * vouch for. One connection per request; every step under one deadline. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker Engine API client: HTTP/1.1 over a unix socket or TCP (optionally TLS
  * with mbedtls), every connect, write and read bounded by a deadline. */
 #ifndef HEALTHD_DOCKER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker's /events stream (Engine API "Monitor events"). Facts it relies on,
  * from moby's daemon/events/filter.go and api/types/filters: the filters
  * "type", "label" (key=value against the actor's attributes, which carry the

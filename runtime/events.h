@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker's /events stream for the app's Compose project: the changes that
  * can move the verdict (start, die, destroy, pause, unpause, health_status)
  * arrive as they happen, so that a refresh can follow at once instead of at

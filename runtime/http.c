@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP/1.1 for the Docker Engine API client: endpoints, then the transport
  * (unix, TCP, TLS with mbedtls), every wait bounded by a deadline and the
  * caller's cancel fd, and the requests and responses on it. The responses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small HTTP/1.1 client for the Docker Engine API: one GET per connection
  * (Connection: close) over a unix socket, TCP or TLS, every step bounded by a
  * CLOCK_MONOTONIC deadline; responses are read with the parser of

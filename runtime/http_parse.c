@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Docker client's HTTP/1.1 response parser. Framing follows RFC 9112
  * §6.3, strictly: this client talks to one daemon, so anything ambiguous
  * (conflicting lengths, a length next to chunked, bare LF) is refused rather

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pure part of the Docker client's HTTP/1.1: an incremental response
  * parser that bounds headers and body, for a response read whole or a body
  * handed out as it arrives (Docker's /events). No I/O: the transport in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Docker-shaped container JSON, as Docker's GET /containers/{id}/json,
  * `docker inspect` and `nerdctl inspect` print it, into struct container.
  * Shared by both backends. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The verdict for the containers of the app's Compose project (docs/design.md §4,
  * "Containers"). Pure: facts in, verdict out. */
 #include "runtime/container.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nerdctl backend: nerdctl is a CLI over containerd with no daemon socket, so
  * each refresh runs it as a child process with a deadline and capped output. */
 #ifndef HEALTHD_NERDCTL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /run/dstack/app-compose-runtime.json (docs/design.md §4).
  *
  * The guest writes it, so it is read forward-compatibly: unknown fields are

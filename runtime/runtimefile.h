@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /run/dstack/app-compose-runtime.json: written by the guest before Compose
  * starts; names the Compose project and the nerdctl namespace/snapshotter. */
 #ifndef HEALTHD_RUNTIMEFILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The health_status_file source (docs/design.md §4, "Status file"; dstack's
  * page, "health_status_file: the app answers for itself").
  *

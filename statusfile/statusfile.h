@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The health_status_file source: the app answers for itself (spec,
  * "health_status_file: the app answers for itself"; docs/design.md §4). */
 #ifndef HEALTHD_STATUSFILE_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 SUMMARY = "Health agent of a dstack confidential VM"
 DESCRIPTION = "dstack-healthd answers the dstack gateway's question: can this \
 instance serve? A refresh thread recomputes a verdict every 5 s from the \

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Abusive clients against the agent's TCP listener on 127.0.0.1 (a free
 # port): slowloris, thousands of idle connections, bursts of fresh polls,
 # oversized headers and bodies, invalid methods and paths, pipelined garbage

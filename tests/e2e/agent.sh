@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent as a program: --help, --version, config errors (exit 2 before
 # ready, naming the source and field), app-compose.json errors (served; exit
 # 2 with --once), --once exit codes, gating off, the not-yet-determined

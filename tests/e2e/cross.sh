@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Makefile as a Yocto build drives it (packaging/yocto/): the agent
 # cross-built for arm64 with Debian's cross compiler and the arm64 -dev
 # packages (multiarch, build-aux/deps.sh cross), through CC, AR, PKG_CONFIG,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Containers of the app's project vanish between the agent's list and its
 # inspect. Loops create and force-remove short-lived containers in the
 # project (no healthcheck, so they are skipped whatever state they are caught

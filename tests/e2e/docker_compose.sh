@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The container source against a real dockerd and real Compose projects: one
 # project per scenario, all brought up at once on one private dockerd. Each
 # scenario first asserts the state dockerd reports (so that it is known to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # docker_list against a scripted Docker peer (tests/fakes/docker_fake.py)
 # replaying responses recorded from a real dockerd: the API 1.41 path (list
 # then inspect), the 1.52 path (health from the list, inspect only what is

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # docker_list against a real dockerd (Debian's 20.10, API 1.41) started on a
 # private socket in its scratch folder: containers with passing, failing and no
 # healthchecks, a stopped one, another project, a one-off, and a project name

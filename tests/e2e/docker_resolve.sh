@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A tcp://NAME Docker host whose resolver never answers: the name lookup
 # must end at the refresh deadline (--once --refresh-timeout 1 under 2 s) and
 # must not hold up a stop (SIGTERM to exit under 1.5 s, with a refresh of 20 s

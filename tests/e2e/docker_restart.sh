@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # dockerd fails under long-running agents and comes back.
 #
 # It hangs (SIGSTOP): every refresh runs into its deadline T and, in a steady

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # docker_list over TLS (DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH with ca.pem,
 # cert.pem, key.pem) to the scripted Docker peer behind python's ssl, with a
 # CA made here by openssl: a good chain works; a wrong CA, a name mismatch, a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every command README.md, dstack-healthd(8) and --help show runs as printed
 # and has the outcome they say. The commands are taken from the documents
 # (README's indented blocks, the page's .EX blocks, --help's Examples), so a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Drain (issue 12): `dstack-healthd drain [--wait]` and `resume` over the
 # control socket, against pollers from real loopback addresses. Draining
 # serves healthy:false with the one <drain> entry at once; --wait returns

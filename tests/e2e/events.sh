@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Docker's events under a long-running agent whose timer is 60 s, so that any
 # change seen within seconds was seen through the event stream: a container
 # turning unhealthy and back; events of another project ignored; dockerd

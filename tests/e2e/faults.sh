@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A misbehaving Docker runtime (tests/fakes/docker_fake.py, scripted through a
 # routes file) against the real agent. For each fault the agent starts
 # healthy (one running container with a passing healthcheck), then the list

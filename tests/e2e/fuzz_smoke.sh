@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The libFuzzer targets (fuzz/): every seed of the corpus replayed, then a
 # short run of each (FUZZ_SMOKE_SECONDS, default 10), under ASan and UBSan.
 # One test point per target. The fuzz build is its own sanitizer build, so it

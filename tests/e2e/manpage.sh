@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # dstack-healthd(8), --help and README.md's config table name the same
 # options; README.md and the page say the same of error, the exit statuses
 # and the special entries; the page lists every message under its priority;

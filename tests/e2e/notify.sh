@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent as systemd sees it, without systemd: the notify protocol through a
 # real NOTIFY_SOCKET listener (READY only once the listener answers, STATUS in
 # words on every verdict change and only then, WATCHDOG=1 from the refresh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The public `error` is the agent's own words (README.md, "Errors"): a marker
 # placed in Docker's error message, in nerdctl's stderr, and in the paths of
 # the Docker socket, the runtime file, the status file and app-compose.json

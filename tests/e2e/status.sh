@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The operator's view (issue 11) against a real dockerd: the control socket
 # (0600, root only), GET /status with the last probe's output, since and
 # failing_streak moving as the probe flips, the pollers and the history, GET

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # End to end: every rule of the status file (spec, "health_status_file: the
 # app answers for itself") against the real binary, with --once and with a
 # long-running server answered over a unix socket; then app-compose errors.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # What the app (or whoever can write where its status file lives) can put at
 # the health_status_file path, through the real binary: a FIFO with no
 # writer, symlinks to /dev/zero, to a directory and in a loop, a socket, a

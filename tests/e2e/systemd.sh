@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The package under a real systemd (docs/design.md §9): systemd as PID 1 in a
 # container made from a debootstrapped Debian 12 (cached per machine, see
 # tests/lib/rootfs.sh), on a private dockerd of this test's own. The .deb from

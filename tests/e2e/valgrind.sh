@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The release binary under valgrind memcheck, end to end: a status-file app
 # and a Docker app (tests/fakes/docker_fake.py replaying a recorded dockerd:
 # ping, list, inspect; then garbage, then a runtime that never answers),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Abusive HTTP clients for tests/e2e/abuse.sh, one attack per run, bounded
 in time. Connections come from the loopback addresses given in --sources
 (127.0.0.0/8 is all loopback on Linux), so that the server's per-address

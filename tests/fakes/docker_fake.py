@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A scripted Docker Engine API peer for the docker_list tests.
 
   docker_fake.py --listen unix:PATH | tcp:HOST:PORT [--port-file F]

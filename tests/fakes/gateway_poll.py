@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Polls the agent the way the gateway does, and times every poll.
 
   gateway_poll.py (--unix PATH | --tcp HOST:PORT) [--duration S] [--gap MS]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs docker_list once, for the end-to-end tests:
  *   docker_list HOST PROJECT TIMEOUT_MS   one line per container, or
  *                                         "error: ..." and exit status 1

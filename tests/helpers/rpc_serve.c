@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Serves a fixed verdict with the real pRPC server, for tests of what the
  * binary's own refresh loop cannot be made to show on demand (a stale
  * snapshot, listener errors, how fast a stop is):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A private, real dockerd for the end-to-end tests (sourced after tap.sh).
 #
 # dockerd_start makes a short mktemp -d folder $DH_T (unix socket paths must

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for systemd's end of NOTIFY_SOCKET (sd_notify(3)).
 
     notify_listen.py SOCKET OUT [PROBE]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A Debian 12 root with systemd as PID 1, for tests that need a real systemd
 # (sourced). debootstrap takes most of a minute, so the tarball is cached per
 # machine under $ROOTFS_CACHE, keyed by the day and the package list; a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A test's scratch folder $T and the processes it starts (append their pids
 # to PIDS): on exit, even a failed one, every process is killed and reaped
 # and the folder removed. Sourced; a test that needs more cleanup defines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Minimal TAP producer for the unit tests: tests/run counts the lines. */
 #ifndef HEALTHD_TAP_H
 #define HEALTHD_TAP_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # TAP for the end-to-end tests (sourced). Counts go to tests/run.
 
 # Agents started by a test must not create the system-wide control socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* base/cache.c: snapshots are freed exactly once, readers never see a freed
  * or half-built one. Run under ASan (build-asan) this is a use-after-free and
  * leak detector for a publish storm racing an acquire storm. */

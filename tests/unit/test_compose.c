@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for agent/compose.c: app-compose.json, valid and invalid. */
 #include <errno.h>
 #include <stdio.h>

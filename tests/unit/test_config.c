@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Config precedence and validation: flag beats env beats file beats default,
  * and every error names its source. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for runtime/container.c: the RFC 3339 reader both backends use
  * for State.StartedAt and Health.Log[].End, and the list helpers. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The drain's "everyone told" rule (base/drain.h) as a table: answers noted
  * in the pollers table before and after the drain began, then the question
  * "has every address seen within the window been served the drain's verdict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for rpc/encode.c: exact JSON bytes, protobuf round trips
  * through the generated decoder, and the headers of the ready responses. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reacting to Docker's events: when refreshes start for given event arrival
  * times (coalescing, spacing, the timer as backstop), the reconnection
  * backoff, the request target, splitting the stream into lines, judging a

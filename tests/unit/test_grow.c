@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for base/grow.c: the one doubling loop every appender uses. */
 #include <stdint.h>
 #include <stdlib.h>

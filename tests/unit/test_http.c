@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for the HTTP/1.1 response parser in runtime/http.c: every case
  * is run whole, split in two at every byte boundary, and a byte at a time,
  * and must come out the same each way. Also the endpoint parser. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for runtime/inspect.c: real `docker inspect` output recorded
  * from dockerd 20.10, and nerdctl-shaped objects (nerdctl's dockercompat:
  * Name without a slash, StartedAt "" before a task exists, Labels omitted,

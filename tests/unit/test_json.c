@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for base/json.c: the tokenizer wrapper every parser uses. */
 #include <errno.h>
 #include <stdlib.h>

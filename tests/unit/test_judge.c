@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for runtime/judge.c: the container rules of the spec, one case
  * per rule and their combinations. Containers are built in place: the judge
  * only reads them. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nerdctl_list against tests/fakes/nerdctl (a stand-in that prints what
  * nerdctl 2.x prints and records how it was run), one scenario per row:
  * the parsed facts, the error texts, the arguments passed, what the child

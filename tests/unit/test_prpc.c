@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for rpc/prpc.c: every routing rule of docs/design.md §3. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for runtime/runtimefile.c: the runtime file the guest writes
  * before Compose starts. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for statusfile/statusfile.c: the pure rules of the status file,
  * then the reader against real files, FIFOs, sockets and symlinks. */
 #include <errno.h>

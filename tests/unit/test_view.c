@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for the pure parts of the operator's view: the pollers table
  * (bounded, least recently seen dropped first), the percentile, probe output
  * escaping, the Prometheus text encoders, and what the inspect parser and
