@@ -10,6 +10,7 @@
  * READY=1 sent. Past that point nothing from outside makes the agent exit: a
  * runtime error becomes a verdict. Signals are handled synchronously here. */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,6 +479,19 @@ out:
 	return rc;
 }
 
+/* A fixed mmap threshold, before any thread starts. glibc's default
+ * raises it to the size of the largest mapped block once one is freed
+ * (up to 32 MiB): after the first refresh of a large project, the
+ * container list's body and token array (MiBs at 1000 containers) and the
+ * view's build buffers were carved out of the refresh thread's arena and
+ * stayed resident there between refreshes. Fixed at glibc's own starting
+ * value, blocks of 128 KiB and more are mappings of their own again, given
+ * back when freed; fixing it also stops the trim threshold's own raise. */
+static void malloc_tune(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
 int main(int argc, char *argv[])
 {
 	struct agent a = { 0 };
@@ -511,6 +525,7 @@ int main(int argc, char *argv[])
 		sigaddset(&sigs, SIGHUP);
 		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 		signal(SIGPIPE, SIG_IGN);
+		malloc_tune();
 		rc = serve(argc, argv, &a, &sigs);
 	}
 	free_agent(&a);

@@ -40,8 +40,6 @@ void opview_destroy(struct opview *v)
 	pthread_mutex_destroy(&v->drain_lock);
 	free(v->since);
 	v->since = NULL;
-	json_buf_free(&v->scratch[0]);
-	json_buf_free(&v->scratch[1]);
 }
 
 /* Against what the view last recorded, not the refresher's own memory:
@@ -140,19 +138,52 @@ static const char *served_status(const struct verdict *v, const struct container
 	return "healthy";
 }
 
-/* When each container entered the status it has now, as far as seen. */
-static int64_t since_of(struct opview *v, struct opview_since *next, size_t i, const char *name,
-			const char *status, int64_t now)
+static const char *since_str(const struct opview_since *t, size_t n, uint32_t off)
 {
-	struct opview_since *s = &next[i];
-	snprintf(s->name, sizeof(s->name), "%s", name);
-	snprintf(s->status, sizeof(s->status), "%s", status);
-	s->since_ms = now;
+	return (const char *)(t + n) + off;
+}
+
+/* The table for this refresh, every entry since now (since_carry finds
+ * the older ones): exactly sized, one allocation. NULL on ENOMEM. */
+static struct opview_since *since_new(const struct opview_refresh *r)
+{
+	const struct container_list *l = &r->detail->containers;
+	size_t bytes = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		bytes += strlen(c->name ? c->name : "") + 1 +
+			 strlen(served_status(r->published, c, container_skip_reason(c))) + 1;
+	}
+	if (bytes > UINT32_MAX)
+		return NULL;
+	struct opview_since *t = malloc(l->n * sizeof(*t) + bytes + 1);
+	if (!t)
+		return NULL;
+	char *s = (char *)(t + l->n);
+	size_t off = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		const char *name = c->name ? c->name : "";
+		const char *status = served_status(r->published, c, container_skip_reason(c));
+		size_t nl = strlen(name) + 1, sl = strlen(status) + 1;
+		t[i] = (struct opview_since){ .since_ms = r->end_ms, .name = (uint32_t)off,
+					      .status = (uint32_t)(off + nl) };
+		memcpy(s + off, name, nl);
+		memcpy(s + off + nl, status, sl);
+		off += nl + sl;
+	}
+	return t;
+}
+
+/* When the container at t[i] entered the status it has now, as far as
+ * the previous table saw. */
+static void since_carry(const struct opview *v, struct opview_since *t, size_t n, size_t i)
+{
+	const char *name = since_str(t, n, t[i].name), *status = since_str(t, n, t[i].status);
 	for (size_t k = 0; k < v->n_since; k++)
-		if (strcmp(v->since[k].name, s->name) == 0 &&
-		    strcmp(v->since[k].status, s->status) == 0)
-			s->since_ms = v->since[k].since_ms;
-	return s->since_ms;
+		if (strcmp(since_str(v->since, v->n_since, v->since[k].name), name) == 0 &&
+		    strcmp(since_str(v->since, v->n_since, v->since[k].status), status) == 0)
+			t[i].since_ms = v->since[k].since_ms;
 }
 
 static int put_str(struct json_buf *b, const char *key, const char *val)
@@ -204,19 +235,18 @@ static int container_json(struct json_buf *b, const struct container *c, const c
 static int containers_json(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
 {
 	const struct container_list *l = &r->detail->containers;
-	struct opview_since *next = l->n ? calloc(l->n, sizeof(*next)) : NULL;
-	if (l->n && !next)
+	struct opview_since *next = since_new(r);
+	if (!next)
 		return -1;
 	int e = json_buf_puts(b, "[");
 	for (size_t i = 0; !e && i < l->n; i++) {
 		const struct container *c = &l->v[i];
-		const char *skipped = container_skip_reason(c);
-		const char *status = served_status(r->published, c, skipped);
-		int64_t since = since_of(v, next, i, c->name ? c->name : "", status, r->end_ms);
+		since_carry(v, next, l->n, i);
 		if (i)
 			e = json_buf_puts(b, ",");
 		if (!e)
-			e = container_json(b, c, status, skipped, since);
+			e = container_json(b, c, since_str(next, l->n, next[i].status),
+					   container_skip_reason(c), next[i].since_ms);
 	}
 	if (e) {
 		free(next);
@@ -427,15 +457,18 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 void opview_refreshed(struct opview *v, const struct opview_refresh *r)
 {
 	record(v, r);
-	/* Built in buffers kept from one refresh to the next, then copied out
-	 * of the heap (view_copy): growing fresh ones each time, between the
-	 * runtime's own buffers, left the refresh thread's heap ragged. */
-	v->scratch[0].len = v->scratch[1].len = 0;
-	int e = status_json(v, &v->scratch[0], r);
+	/* Built in transient buffers, copied out at their exact size into a
+	 * mapping of the view's own (view_copy) and freed before the view is
+	 * published: nothing of the build outlives it. Large ones are mappings
+	 * of their own too (M_MMAP_THRESHOLD, agent/main.c), so they do not
+	 * leave the refresh arena ragged. */
+	struct json_buf st = { 0 }, m = { 0 };
+	int e = status_json(v, &st, r);
 	if (!e)
-		e = metrics_text(v, &v->scratch[1], r);
-	struct view *nv = e ? NULL : view_copy(v->scratch[0].p, v->scratch[0].len,
-					       v->scratch[1].p, v->scratch[1].len);
+		e = metrics_text(v, &m, r);
+	struct view *nv = e ? NULL : view_copy(st.p, st.len, m.p, m.len);
+	json_buf_free(&st);
+	json_buf_free(&m);
 	if (nv)
 		view_box_publish(&v->box, nv);
 }

@@ -33,10 +33,13 @@ struct opview_change {
 	char summary[240];
 };
 
+/* When a container entered the status it has now. The table is one
+ * allocation of exactly its size: the entries, then their names and
+ * statuses packed behind them (a fixed 392 bytes each cost 392 KB at
+ * 1000 containers, twice over while the next table was built). */
 struct opview_since {
-	char name[128];
-	char status[256];
 	int64_t since_ms;
+	uint32_t name, status; /* offsets into the strings after the entries */
 };
 
 /* Owned by main; the refresh thread (one at a time, across reloads) is the
@@ -67,7 +70,6 @@ struct opview {
 
 	struct opview_since *since;
 	size_t n_since;
-	struct json_buf scratch[2]; /* status, metrics: kept, reused */
 };
 
 /* v must be zeroed storage (static, or calloc'd). */

@@ -2,6 +2,7 @@
 #include "agent/refresh.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,12 @@ static void *loop(void *arg)
 			sc.kicked = false;
 			int64_t timer = sc.timer;
 			bool counted = refresh_one(rf, by_event);
+			/* What this refresh freed, and what the control thread's
+			 * last request freed after its own trim (libmicrohttpd
+			 * frees a connection after on_done), would stay resident
+			 * in their arenas: handed back here, once a refresh, for
+			 * a few microseconds. */
+			malloc_trim(0);
 			int64_t end = clock_mono_ms();
 			refresh_sched_ran(&sc, now, end, rf->cfg->interval_ms);
 			/* A failure left to the timer must not put the timer off: the

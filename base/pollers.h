@@ -75,7 +75,8 @@ void pollers_note_drain(struct pollers *p, const struct sockaddr *sa, bool healt
 /* The answers' sequence number so far (pollers_table.seq). */
 uint64_t pollers_seq(struct pollers *p);
 void pollers_count(struct pollers *p, unsigned code);
-/* A copy of the whole table, taken under the lock. */
+/* A copy of the table, taken under the lock: v[n] and after are left as
+ * they were. */
 void pollers_copy(struct pollers *p, struct pollers_table *out);
 
 void poller_addr_from(const struct sockaddr *sa, struct poller_addr *out);

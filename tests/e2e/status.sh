@@ -94,6 +94,9 @@ streak_ge() { [ "$(web '["failing_streak"]')" -ge "$1" ] 2>/dev/null; }
 wait_for 10 streak_ge 2
 ok $? "status: failing_streak counts up while the probe fails"
 since_unhealthy=$(web '["since"]')
+streak_now=$(web '["failing_streak"]')
+wait_for 10 streak_ge $((streak_now + 1))
+is "$(web '["since"]')" "$since_unhealthy" "status: since held across refreshes in the same status"
 for _ in 1 2; do poll >/dev/null; done
 out=$("$HEALTHD_BIN" status --control-socket "$CTL"); rc=$?
 is "$rc" 1 "dstack-healthd status: exit 1 when not healthy"
