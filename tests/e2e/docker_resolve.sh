@@ -57,7 +57,7 @@ rc=$?
 dt=$(($(now_ms) - t0))
 test -s "$T/asked"
 ok $? "--once: the name server was asked for dockerd.test"
-is "$rc" 1 "--once: exit status 1 (not healthy)"
+is "$rc" 3 "--once: exit status 3 (the source could not be asked)"
 like "$out" '^\{"healthy":false,.*"error":"[^"]+' "--once: healthy:false with an error"
 diag "--once --refresh-timeout 1 with a resolver that never answers: ${dt} ms"
 ok $((dt < 2000 ? 0 : 1)) "--once --refresh-timeout 1 ended within 2 s (${dt} ms)"

@@ -52,10 +52,14 @@ cp "$T/client-key.pem" "$T/good/key.pem"
 cp "$T/good"/* "$T/wrongca/" && cp "$T/other-ca.pem" "$T/wrongca/ca.pem"
 cp "$T/good-ca.pem" "$T/nocert/ca.pem"
 
+# At API 1.52 the stopped db and the running but unhealthy worker are
+# inspected (the list's health is not the last word on either): each gets
+# its own answer.
 WEB=f897beb9f2f72abe70da3e5bb2a41f499053b573037353b36e598027ac26dcd3
 python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port" \
 	--tls "$T/server.pem" "$T/server-key.pem" --client-ca "$T/good-ca.pem" \
 	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" \
+	"/v1\.52/containers/bf941dbe9c15[0-9a-f]*/json=file:$R/inspect-worker.http" \
 	"/v1\.52/containers/[0-9a-f]*/json=file:$R/inspect-db.http" &
 PIDS+=($!)
 wait_for 10 test -s "$T/port"
