@@ -2,6 +2,7 @@
 #include "base/cache.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 struct cache {
@@ -64,37 +65,42 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
-void cache_publish(struct cache *c, struct snapshot *s)
+/* Puts s in *slot (the published snapshot or the override), taking the
+ * caller's reference; the one it replaces is dropped, and freed (with its
+ * encodings) outside the lock. */
+static void swap_in(struct cache *c, struct snapshot **slot, struct snapshot *s)
 {
 	pthread_mutex_lock(&c->lock);
-	struct snapshot *old = c->cur;
-	c->cur = s;
+	struct snapshot *old = *slot;
+	*slot = s;
 	pthread_mutex_unlock(&c->lock);
-	/* Freeing the old one (and its encodings) happens outside the lock. */
 	snapshot_unref(old);
+}
+
+static struct snapshot *take(struct cache *c, bool published)
+{
+	pthread_mutex_lock(&c->lock);
+	struct snapshot *s = snapshot_ref(c->over && !published ? c->over : c->cur);
+	pthread_mutex_unlock(&c->lock);
+	return s;
+}
+
+void cache_publish(struct cache *c, struct snapshot *s)
+{
+	swap_in(c, &c->cur, s);
 }
 
 struct snapshot *cache_acquire(struct cache *c)
 {
-	pthread_mutex_lock(&c->lock);
-	struct snapshot *s = snapshot_ref(c->over ? c->over : c->cur);
-	pthread_mutex_unlock(&c->lock);
-	return s;
+	return take(c, false);
 }
 
 void cache_override(struct cache *c, struct snapshot *s)
 {
-	pthread_mutex_lock(&c->lock);
-	struct snapshot *old = c->over;
-	c->over = s;
-	pthread_mutex_unlock(&c->lock);
-	snapshot_unref(old);
+	swap_in(c, &c->over, s);
 }
 
 struct snapshot *cache_acquire_published(struct cache *c)
 {
-	pthread_mutex_lock(&c->lock);
-	struct snapshot *s = snapshot_ref(c->cur);
-	pthread_mutex_unlock(&c->lock);
-	return s;
+	return take(c, true);
 }
