@@ -94,15 +94,7 @@ ok $([ ! -e "$T/off.sock" ] || ! curl -s --max-time 1 --unix-socket "$T/off.sock
 
 # A Docker socket that accepts and never answers keeps the first refresh from
 # completing: the served verdict is "not determined yet", and never healthy.
-python3 -c '
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
-conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)
-' "$T/hang.sock" &
-PIDS+=($!)
-wait_for 5 test -S "$T/hang.sock"
+hung_socket "$T/hang.sock"
 "$BIN" --listen "unix:$T/gated.sock" --compose-file "$T/gated.json" --runtime-file "$T/runtime.json" \
 	--docker-host "unix://$T/hang.sock" --refresh-timeout 30 --interval 60 2>"$T/gated.log" &
 gated=$!

@@ -129,15 +129,7 @@ ok $? "a restarted agent does not drain"
 kill -TERM "$AGENT"; wait "$AGENT"
 
 # --- drain while the runtime is hung ------------------------------------------------
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
-conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)
-' "$T/hang.sock" &
-PIDS+=($!)
-wait_for 5 test -S "$T/hang.sock"
+hung_socket "$T/hang.sock"
 printf '{"project":"p","namespace":"","snapshotter":""}\n' >"$T/rt.json"
 printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}\n' >"$T/gated.json"
 "$BIN" --listen 127.0.0.1:0 --control-socket "$CTL" --compose-file "$T/gated.json" \

@@ -70,15 +70,7 @@ like "$(cat "$T/docker-status.log")" "HTTP 500: $MARK daemon says no" \
 served docker-unreachable "cannot reach the container runtime" \
 	--compose-file "$D/docker.json" --runtime-file "$D/runtime.json" --docker-host "unix://$D/none.sock"
 
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
-conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)
-' "$D/hang.sock" &
-PIDS+=($!)
-wait_for 5 test -S "$D/hang.sock"
+hung_socket "$D/hang.sock"
 served docker-timeout "the container runtime took longer than the refresh timeout" \
 	--compose-file "$D/docker.json" --runtime-file "$D/runtime.json" --docker-host "unix://$D/hang.sock"
 

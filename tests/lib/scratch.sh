@@ -11,3 +11,17 @@ scratch_cleanup() {
 	rm -rf "$T"
 }
 trap scratch_cleanup EXIT
+
+# hung_socket PATH: a unix socket that accepts every connection and never
+# answers (a wedged Docker daemon), tracked in PIDS; returns once it listens.
+hung_socket() {
+	python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
+conns = []
+while True:
+    c, _ = s.accept(); conns.append(c)
+' "$1" &
+	PIDS+=($!)
+	wait_for 5 test -S "$1"
+}
