@@ -31,13 +31,7 @@ static bool addr_eq(const struct poller_addr *a, const struct poller_addr *b)
 }
 
 void pollers_table_note(struct pollers_table *t, const struct poller_addr *addr, bool healthy,
-			int64_t now_ms)
-{
-	pollers_table_note_drain(t, addr, healthy, false, now_ms);
-}
-
-void pollers_table_note_drain(struct pollers_table *t, const struct poller_addr *addr,
-			      bool healthy, bool draining, int64_t now_ms)
+			bool draining, int64_t now_ms)
 {
 	struct poller *p = NULL, *oldest = NULL;
 	for (size_t i = 0; i < t->n && !p; i++) {
@@ -102,11 +96,6 @@ void poller_addr_str(const struct poller_addr *a, char *buf, size_t n)
 	snprintf(buf, n, "%s", a->family == AF_UNIX ? "unix" : "unknown");
 }
 
-void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, int64_t now_ms)
-{
-	pollers_note_drain(p, sa, healthy, false, now_ms);
-}
-
 uint64_t pollers_seq(struct pollers *p)
 {
 	pthread_mutex_lock(&p->lock);
@@ -115,13 +104,13 @@ uint64_t pollers_seq(struct pollers *p)
 	return s;
 }
 
-void pollers_note_drain(struct pollers *p, const struct sockaddr *sa, bool healthy,
-			bool draining, int64_t now_ms)
+void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, bool draining,
+		  int64_t now_ms)
 {
 	struct poller_addr a;
 	poller_addr_from(sa, &a);
 	pthread_mutex_lock(&p->lock);
-	pollers_table_note_drain(&p->t, &a, healthy, draining, now_ms);
+	pollers_table_note(&p->t, &a, healthy, draining, now_ms);
 	pollers_table_count(&p->t, 200);
 	pthread_mutex_unlock(&p->lock);
 }

@@ -56,12 +56,10 @@ struct pollers {
 void pollers_init(struct pollers *p);
 void pollers_destroy(struct pollers *p);
 
-/* Pure: notes one Health answer to addr at now_ms (realtime). */
+/* Pure: notes one Health answer to addr at now_ms (realtime), and whether
+ * it was the drain's verdict. */
 void pollers_table_note(struct pollers_table *t, const struct poller_addr *addr, bool healthy,
-			int64_t now_ms);
-/* The same, saying whether the answer was the drain's verdict. */
-void pollers_table_note_drain(struct pollers_table *t, const struct poller_addr *addr,
-			      bool healthy, bool draining, int64_t now_ms);
+			bool draining, int64_t now_ms);
 /* Pure: counts one Health request answered with code. */
 void pollers_table_count(struct pollers_table *t, unsigned code);
 /* Pure: how many were seen at or after since_ms. */
@@ -69,9 +67,8 @@ size_t pollers_table_recent(const struct pollers_table *t, int64_t since_ms);
 
 /* The same under the lock, in one hold: a Health answer (200) to sa (NULL:
  * unknown) is noted and counted. */
-void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, int64_t now_ms);
-void pollers_note_drain(struct pollers *p, const struct sockaddr *sa, bool healthy,
-			bool draining, int64_t now_ms);
+void pollers_note(struct pollers *p, const struct sockaddr *sa, bool healthy, bool draining,
+		  int64_t now_ms);
 /* The answers' sequence number so far (pollers_table.seq). */
 uint64_t pollers_seq(struct pollers *p);
 void pollers_count(struct pollers *p, unsigned code);

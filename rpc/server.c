@@ -147,7 +147,7 @@ static void note_poller(struct pollers *p, struct MHD_Connection *c, bool health
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	pollers_note_drain(p, ci ? ci->client_addr : NULL, healthy, draining,
+	pollers_note(p, ci ? ci->client_addr : NULL, healthy, draining,
 		     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 

@@ -85,7 +85,7 @@ int main(void)
 						  .sin_addr.s_addr = htonl(0x7f000000u + e->addr) };
 			struct poller_addr a;
 			poller_addr_from((struct sockaddr *)&sa, &a);
-			pollers_table_note_drain(&table, &a, false, e->draining, e->ms);
+			pollers_table_note(&table, &a, false, e->draining, e->ms);
 		}
 		struct drain_count n = { 99, 99 };
 		bool all = drain_everyone_told(&table, since_seq, c->now_ms - c->window_ms, &n);

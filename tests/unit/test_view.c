@@ -36,8 +36,8 @@ static void test_pollers(void)
 	static struct pollers_table t;
 	memset(&t, 0, sizeof(t));
 	struct poller_addr a = v4(1);
-	pollers_table_note(&t, &a, true, 1000);
-	pollers_table_note(&t, &a, false, 2000);
+	pollers_table_note(&t, &a, true, false, 1000);
+	pollers_table_note(&t, &a, false, false, 2000);
 	const struct poller *p = find(&t, 1);
 	ok(p && p->count == 2 && p->first_seen_ms == 1000 && p->last_seen_ms == 2000 &&
 		   !p->last_healthy && p->last_seq == 2,
@@ -50,8 +50,8 @@ static void test_pollers(void)
 	 * gateway (address 1), seen again and again, is never dropped. */
 	for (unsigned i = 2; i < 1002; i++) {
 		struct poller_addr b = v4(i);
-		pollers_table_note(&t, &b, true, 3000 + i);
-		pollers_table_note(&t, &a, true, 3000 + i);
+		pollers_table_note(&t, &b, true, false, 3000 + i);
+		pollers_table_note(&t, &a, true, false, 3000 + i);
 	}
 	is_int(t.n, POLLERS_MAX, "1000 addresses: at most %d kept", POLLERS_MAX);
 	ok(find(&t, 1) && find(&t, 1)->count == 1002, "the steady poller is kept, count 1002");
