@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/version.h"
 
 static const char *const trigger_names[N_HISTORY_TRIGGERS] = { "timer", "event", "reload",
@@ -14,12 +15,6 @@ static const char *const trigger_names[N_HISTORY_TRIGGERS] = { "timer", "event",
 static const double bucket_bounds[OPVIEW_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 						       0.5,   1,    2.5,   5,    10 };
 
-int64_t opview_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void opview_init(struct opview *v)
 {

@@ -97,7 +97,6 @@ struct opview_refresh {
  * previous view in place. */
 void opview_refreshed(struct opview *v, const struct opview_refresh *r);
 
-int64_t opview_now_ms(void);
 
 /* Any thread: a drain began (or ended) at at_ms, the public side serving
  * served from then on. Shown in the history from the next refresh on. */

@@ -181,7 +181,7 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 		.manifest_error = rf->m->ok ? NULL : rf->m->err.msg,
 		.trigger = !rf->ran_once ? rf->view->first_trigger
 			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
-		.start_ms = real_start, .end_ms = opview_now_ms(), .duration_us = us, .result = r,
+		.start_ms = real_start, .end_ms = clock_real_ms(), .duration_us = us, .result = r,
 		.error = err->msg, .failures_in_row = rf->st.failures,
 		.published = &rf->st.current, .detail = d,
 	};
@@ -198,7 +198,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	_cleanup_(verdict_free) struct verdict v = { 0 };
 	_cleanup_(source_detail_free) struct source_detail detail = { 0 };
 	struct errbuf err = { "" };
-	int64_t start = clock_mono_ms(), real_start = opview_now_ms(), start_us = mono_us();
+	int64_t start = clock_mono_ms(), real_start = clock_real_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
 	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
 				      rf->view ? &detail : NULL, &err);

@@ -38,18 +38,12 @@ struct watcher {
 	uint64_t subscriptions;
 };
 
-static int64_t real_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void stats_up(struct watcher *w, bool up, const char *error)
 {
 	pthread_mutex_lock(&w->lock);
 	if (up && !w->stats.connected) {
-		w->stats.connected_since_ms = real_ms();
+		w->stats.connected_since_ms = clock_real_ms();
 		if (w->subscriptions++ > 0)
 			w->stats.reconnects++;
 	}
@@ -62,7 +56,7 @@ static void stats_up(struct watcher *w, bool up, const char *error)
 static void stats_event(struct watcher *w, const char *name, const char *action)
 {
 	pthread_mutex_lock(&w->lock);
-	w->stats.last_event_ms = real_ms();
+	w->stats.last_event_ms = clock_real_ms();
 	snprintf(w->stats.last_event, sizeof(w->stats.last_event), "%s %s", name, action);
 	pthread_mutex_unlock(&w->lock);
 }

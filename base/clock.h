@@ -13,6 +13,15 @@ static inline int64_t clock_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Milliseconds on CLOCK_REALTIME: times shown to people (RFC 3339 in
+ * /status, the pollers' first and last seen). */
+static inline int64_t clock_real_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Milliseconds left until deadline (monotonic ms), at least 0, at most INT32_MAX
  * so that it fits poll(2)'s timeout. */
 static inline int clock_left_ms(int64_t deadline)

@@ -32,12 +32,6 @@ struct control {
 	struct pending *pending;
 };
 
-static int64_t real_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,
 			     const char *body, size_t len)
@@ -116,7 +110,7 @@ static int pollers_json(struct control *ct, struct json_buf *b)
 		return -ENOMEM;
 	pollers_copy(ct->o.pollers, tp);
 	const struct pollers_table *t = tp;
-	int64_t since = real_ms() - POLLERS_RECENT_MS;
+	int64_t since = clock_real_ms() - POLLERS_RECENT_MS;
 	int e = json_buf_puts(b, "[");
 	bool first = true;
 	for (size_t i = 0; !e && i < t->n; i++) {
@@ -198,7 +192,7 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 	if (!e) e = view_prom_family(&b, "dstack_healthd_pollers", "gauge",
 				     "addresses that asked for Health in the last 10 minutes");
 	if (!e) e = view_prom_sample(&b, "dstack_healthd_pollers", NULL,
-				     (double)pollers_table_recent(t, real_ms() - POLLERS_RECENT_MS));
+				     (double)pollers_table_recent(t, clock_real_ms() - POLLERS_RECENT_MS));
 	if (!e) e = view_prom_family(&b, "dstack_healthd_health_requests_total", "counter",
 				     "Health requests answered, by HTTP status (0: any other)");
 	for (size_t i = 0; !e && i < POLLERS_N_CODES; i++)

@@ -23,12 +23,6 @@ struct drain {
 	void *arg;
 };
 
-static int64_t real_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int drain_new(struct cache *cache, struct pollers *pollers, int64_t window_ms,
 	      drain_changed_fn *changed, void *arg, struct drain **out)
@@ -91,12 +85,12 @@ int drain_begin(struct drain *d)
 		return -ENOMEM;
 	}
 	if (d->changed)
-		d->changed(d->arg, true, real_ms(), &s->verdict);
+		d->changed(d->arg, true, clock_real_ms(), &s->verdict);
 	cache_override(d->cache, s);
 	/* Taken after the swap: an answer numbered after it that was the
 	 * drain's (pollers note which) was served by this drain. */
 	d->since_seq = pollers_seq(d->pollers);
-	d->since_ms = real_ms();
+	d->since_ms = clock_real_ms();
 	d->on = true;
 	pthread_mutex_unlock(&d->lock);
 	return 0;
@@ -110,7 +104,7 @@ void drain_end(struct drain *d)
 		d->on = false;
 		if (d->changed) {
 			struct snapshot *s = cache_acquire_published(d->cache);
-			d->changed(d->arg, false, real_ms(), &s->verdict);
+			d->changed(d->arg, false, clock_real_ms(), &s->verdict);
 			snapshot_unref(s);
 		}
 	}
@@ -158,7 +152,7 @@ int drain_json(struct drain *d, struct json_buf *b)
 	if (!t)
 		return -ENOMEM;
 	pollers_copy(d->pollers, t);
-	int64_t start = real_ms() - window;
+	int64_t start = clock_real_ms() - window;
 	struct drain_count n;
 	bool all = drain_everyone_told(t, seq, start, &n);
 	e = view_printf(b, ",\"everyone_told\":%s,\"told\":", all ? "true" : "false");

@@ -145,10 +145,7 @@ static void note_poller(struct pollers *p, struct MHD_Connection *c, bool health
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	pollers_note(p, ci ? ci->client_addr : NULL, healthy, draining,
-		     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	pollers_note(p, ci ? ci->client_addr : NULL, healthy, draining, clock_real_ms());
 }
 
 static enum MHD_Result answer_health(struct rpc_server *s, struct MHD_Connection *c, bool json)
