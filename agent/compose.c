@@ -27,10 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <mbedtls/sha256.h>
-
 #include "base/cleanup.h"
 #include "base/json.h"
+#include "base/mbedcompat.h"
 #include "base/readfile.h"
 
 /* The docker-compose YAML is one string token, so real files have few
@@ -41,7 +40,7 @@ static int hash_hex(const char *buf, size_t len, char out[65])
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char d[32];
-	if (mbedtls_sha256_ret((const unsigned char *)buf, len, d, 0) != 0)
+	if (mbedcompat_sha256((const unsigned char *)buf, len, d) != 0)
 		return -EIO;
 	for (size_t i = 0; i < sizeof(d); i++) {
 		out[2 * i] = hex[d[i] >> 4];

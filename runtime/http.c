@@ -29,6 +29,7 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/json.h"
+#include "base/mbedcompat.h"
 
 /* ---- Endpoints ---- */
 
@@ -407,7 +408,8 @@ static void tls_free(struct tls *t)
 
 /* Loads one PEM file of dir into crt or key. -ENOENT when it is absent. */
 static int tls_load_file(const char *dir, const char *name, mbedtls_x509_crt *crt,
-			 mbedtls_pk_context *key, struct errbuf *err)
+			 mbedtls_pk_context *key, mbedtls_ctr_drbg_context *drbg,
+			 struct errbuf *err)
 {
 	char path[4200], shown[ERR_SHOWN_BYTES + 1];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -417,7 +419,7 @@ static int tls_load_file(const char *dir, const char *name, mbedtls_x509_crt *cr
 		return errbuf_set(err, e, "cannot read %s: %s", shown, strerror(e));
 	}
 	int r = crt ? mbedtls_x509_crt_parse_file(crt, path) :
-		      mbedtls_pk_parse_keyfile(key, path, NULL);
+		      mbedcompat_pk_parse_keyfile(key, path, mbedtls_ctr_drbg_random, drbg);
 	if (r > 0)
 		return errbuf_set(err, EINVAL, "%s: %d certificates could not be parsed", shown, r);
 	if (r < 0)
@@ -437,16 +439,26 @@ static int tls_load(const struct http_endpoint *ep, struct tls **out, struct err
 	mbedtls_pk_init(&t->key);
 	mbedtls_ctr_drbg_init(&t->drbg);
 	mbedtls_entropy_init(&t->entropy);
-	int r = tls_load_file(ep->cert_path, "ca.pem", &t->ca, NULL, err);
+	/* Seeded before the key is parsed: mbedtls 3 wants an RNG for it. */
+	int r = mbedcompat_init();
+	if (r == 0)
+		r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+					  (const unsigned char *)"dstack-healthd", 14);
+	if (r != 0) {
+		r = tls_error(err, EIO, "TLS set-up", r);
+		tls_free(t);
+		return r;
+	}
+	r = tls_load_file(ep->cert_path, "ca.pem", &t->ca, NULL, NULL, err);
 	if (r == 0) {
 		/* Like the docker CLI: no client certificate is fine; half of
 		 * one is not. */
-		r = tls_load_file(ep->cert_path, "cert.pem", &t->crt, NULL, err);
+		r = tls_load_file(ep->cert_path, "cert.pem", &t->crt, NULL, NULL, err);
 		t->have_cert = r == 0;
 		if (r == -ENOENT)
 			r = 0;
 		else if (r == 0)
-			r = tls_load_file(ep->cert_path, "key.pem", NULL, &t->key, err);
+			r = tls_load_file(ep->cert_path, "key.pem", NULL, &t->key, &t->drbg, err);
 	}
 	if (r < 0) {
 		tls_free(t);
@@ -572,10 +584,7 @@ static int tls_handshake(struct http_conn *c, const struct http_endpoint *ep,
 			 int64_t deadline, struct errbuf *err)
 {
 	struct tls *t = c->tls;
-	int r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
-				      (const unsigned char *)"dstack-healthd", 14);
-	if (r == 0)
-		r = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+	int r = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
 						MBEDTLS_SSL_TRANSPORT_STREAM,
 						MBEDTLS_SSL_PRESET_DEFAULT);
 	if (r != 0)
@@ -583,19 +592,19 @@ static int tls_handshake(struct http_conn *c, const struct http_endpoint *ep,
 	mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
 	mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
 	mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
-	mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-				     MBEDTLS_SSL_MINOR_VERSION_3);
+	mbedcompat_conf_min_tls12(&t->conf);
 	if (t->have_cert)
 		r = mbedtls_ssl_conf_own_cert(&t->conf, &t->crt, &t->key);
 	/* No name (so no SNI, which takes no IP literal: RFC 6066 §3) for an
-	 * IP host: verify_ip_san does the matching. */
+	 * IP host: verify_ip_san does the matching. mbedtls 3.6.3 and later
+	 * refuse a handshake whose name was never set, even to NULL. */
 	t->ip_host = host_ip(ep->host, t->ip);
 	if (t->ip_host)
 		mbedtls_ssl_conf_verify(&t->conf, verify_ip_san, t);
 	if (r == 0)
 		r = mbedtls_ssl_setup(&t->ssl, &t->conf);
-	if (r == 0 && !t->ip_host)
-		r = mbedtls_ssl_set_hostname(&t->ssl, ep->host);
+	if (r == 0)
+		r = mbedtls_ssl_set_hostname(&t->ssl, t->ip_host ? NULL : ep->host);
 	if (r != 0)
 		return tls_error(err, EIO, "TLS set-up", r);
 	mbedtls_ssl_set_bio(&t->ssl, c, bio_send, bio_recv, NULL);
