@@ -19,11 +19,15 @@ python () {
         raise bb.parse.SkipRecipe("set DSTACK_HEALTHD_GIT and SRCREV to the dstack-healthd repository and commit")
 }
 PV = "0.1.0+git"
-S = "${WORKDIR}/git"
+# No S: since wrynose, bitbake.conf's S is where the git fetcher unpacks, and
+# do_unpack refuses a recipe that still sets S to ${WORKDIR}/git.
 
 # The five libraries (jsmn is header-only, mbedtls has no .pc file and is
 # linked by name), and protoc-c for the build machine: the .c it generates
-# from rpc/*.proto is the same for every target.
+# from rpc/*.proto is the same for every target. libmicrohttpd and systemd
+# come from openembedded-core, protobuf-c from meta-oe, mbedtls from
+# meta-networking; no layer has jsmn, so jsmn_1.1.0.bb is shipped beside this
+# recipe (README.md here). The source builds against mbedtls 2.28 and 3.6.
 DEPENDS = "libmicrohttpd protobuf-c jsmn mbedtls systemd protobuf-c-native"
 
 inherit pkgconfig systemd
@@ -51,7 +55,10 @@ do_install() {
     oe_runmake install DESTDIR='${D}'
 }
 
-# Both units are enabled, as the Debian package does: the socket holds port
-# 8090 from early boot and across restarts of the agent.
-SYSTEMD_SERVICE:${PN} = "dstack-healthd.service dstack-healthd.socket"
+# The three units are enabled, as the Debian package does: the socket holds
+# port 8090 from early boot and across restarts of the agent; the drain unit
+# (WantedBy=app-compose.service) takes the instance out of rotation before
+# the app stops. A unit `make install` installs that is in no SYSTEMD_SERVICE
+# is shipped by no package (tests/e2e/yocto.sh checks).
+SYSTEMD_SERVICE:${PN} = "dstack-healthd.service dstack-healthd.socket dstack-healthd-drain.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
