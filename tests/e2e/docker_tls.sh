@@ -84,7 +84,11 @@ is "$(tls "$T/wrongca" "$H" demo 5000)" \
 like "$(tls "$T/good" "tcp://127.0.0.1:$PORT" demo 5000)" \
 	"^error: cannot connect to tcp://127.0.0.1:$PORT: TLS handshake: server certificate not trusted: .*(CN|Common Name).*match" \
 	"a certificate for another name is refused"
-like "$(tls "$T/nocert" "$H" demo 5000)" "^error: (cannot connect to $H: TLS handshake|GET /_ping: reading the response): " \
+# Under TLS 1.3 (mbedtls 3.6) the client's handshake is over before the
+# server has checked its certificate: the refusal meets the first request,
+# as it is written or as its answer is read.
+like "$(tls "$T/nocert" "$H" demo 5000)" \
+	"^error: (cannot connect to $H: TLS handshake|GET /_ping: (sending the request|reading the response)): " \
 	"without a client certificate the server hangs up, and we say where"
 is "$(tls "$T/empty" "$H" demo 5000)" "error: cannot read $T/empty/ca.pem: No such file or directory" \
 	"no ca.pem"

@@ -189,10 +189,10 @@ is "$(status "$T/big.h")" 200 "a request head of 3 KiB is served"
 req big -H "X-Pad: $pad$pad" "$U/prpc/v1/Health"
 is "$(status "$T/big.h")" 431 "a request head of 6 KiB gets 431"
 
-# Keep-alive: two GETs on one connection.
-curl -sv --max-time 2 "$U/prpc/v1/Health" "$U/prpc/v1/Version" >/dev/null 2>"$T/ka"
-grep -q 'Re-using existing connection' "$T/ka"
-ok $? "GETs keep the connection alive"
+# Keep-alive: two GETs on one connection (the second made no connection of
+# its own; curl's verbose text for a reuse differs between its versions).
+is "$(curl -s --max-time 2 -o /dev/null -o /dev/null -w '%{num_connects} ' \
+	"$U/prpc/v1/Health" "$U/prpc/v1/Version")" "1 0 " "GETs keep the connection alive"
 
 # Misbehaving clients (from other loopback addresses): idle connections,
 # half-sent headers, a body that trickles, and a crowd from one address.
