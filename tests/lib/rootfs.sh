@@ -4,12 +4,20 @@
 # machine under $ROOTFS_CACHE, keyed by the day and the package list; a
 # concurrent run waits on the lock rather than building it twice.
 ROOTFS_CACHE=${ROOTFS_CACHE:-/var/cache/dstack-healthd-tests}
-ROOTFS_SUITE=bookworm
-# The mirror is this machine's own (rootfs_mirror); ROOTFS_MIRROR overrides.
+ROOTFS_SUITE=${ROOTFS_SUITE:-bookworm}
+# The mirror is this machine's own (rootfs_mirror): the URI apt's sources give
+# for ROOTFS_MIRROR_SUITE, which may be another suite of the same archive (a
+# bookworm machine's sources name no trixie); ROOTFS_MIRROR overrides.
 ROOTFS_MIRROR=${ROOTFS_MIRROR:-}
+ROOTFS_MIRROR_SUITE=${ROOTFS_MIRROR_SUITE:-$ROOTFS_SUITE}
+
 # systemd to boot, curl to ask the agent, and the agent's shared libraries
 # (the container has no network, so dpkg -i cannot fetch them).
-ROOTFS_INCLUDE=systemd,systemd-sysv,dbus,curl,ca-certificates,libmicrohttpd12,libprotobuf-c1,libmbedtls14,libmbedx509-1,libmbedcrypto7,libsystemd0
+ROOTFS_INCLUDE=${ROOTFS_INCLUDE-systemd,systemd-sysv,dbus,curl,ca-certificates,libmicrohttpd12,libprotobuf-c1,libmbedtls14,libmbedx509-1,libmbedcrypto7,libsystemd0}
+# Names the tarball: a caller that sets another ROOTFS_INCLUDE (the
+# container image's base: ROOTFS_FLAVOR=minbase ROOTFS_INCLUDE=) keeps its
+# own cache beside this one.
+ROOTFS_FLAVOR=${ROOTFS_FLAVOR:-systemd}
 
 # rootfs_mirror: prints the first URI apt's sources give for the suite's main
 # component: one-line sources.list entries ("deb [opts] URI SUITE COMP...")
@@ -18,12 +26,12 @@ rootfs_mirror() {
 	local f
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[ -r "$f" ] || continue
-		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v s="$ROOTFS_SUITE" '
+		sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk -v s="$ROOTFS_MIRROR_SUITE" '
 			$1 == "deb" && $3 == s { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }'
 	done
 	for f in /etc/apt/sources.list.d/*.sources; do
 		[ -r "$f" ] || continue
-		awk -v s="$ROOTFS_SUITE" '
+		awk -v s="$ROOTFS_MIRROR_SUITE" '
 			function has(list, w,   n, a, i) { n = split(list, a, /[ \t]+/); for (i = 1; i <= n; i++) if (a[i] == w) return 1; return 0 }
 			function stanza() {
 				if (has(t, "deb") && has(su, s) && has(c, "main") && tolower(en) != "no" && u != "") {
@@ -46,26 +54,34 @@ rootfs_mirror() {
 rootfs_tarball() {
 	local key tar tmp rc mirror
 	key=$(printf '%s %s' "$ROOTFS_SUITE" "$ROOTFS_INCLUDE" | sha256sum | cut -c1-12)
-	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-systemd-$(date +%Y%m%d)-$key.tar"
+	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-$ROOTFS_FLAVOR-$(date +%Y%m%d)-$key.tar"
 	mkdir -p "$ROOTFS_CACHE" || return 1
+	# A finished tarball appears by a rename: it needs no lock, and another
+	# flavour's build holding the lock must not make this one wait.
+	if [ -s "$tar" ]; then
+		printf '%s\n' "$tar"
+		return 0
+	fi
 	(
 		flock 9 || exit 1
 		[ -s "$tar" ] && exit 0
 		mirror=${ROOTFS_MIRROR:-$(rootfs_mirror)}
 		if [ -z "$mirror" ]; then
-			echo "apt's sources name no $ROOTFS_SUITE main; set ROOTFS_MIRROR" >&2
+			echo "apt's sources name no $ROOTFS_MIRROR_SUITE main; set ROOTFS_MIRROR" >&2
 			exit 1
 		fi
 		tmp=$(mktemp -d "$ROOTFS_CACHE/build.XXXXXX") || exit 1
 		trap 'rm -rf "$tmp"' EXIT
-		if ! debootstrap --variant=minbase --include="$ROOTFS_INCLUDE" \
+		if ! debootstrap --variant=minbase ${ROOTFS_INCLUDE:+--include="$ROOTFS_INCLUDE"} \
 			"$ROOTFS_SUITE" "$tmp/root" "$mirror" >"$tmp/log" 2>&1; then
 			echo "debootstrap failed; last lines:" >&2
 			tail -n 5 "$tmp/log" >&2
 			exit 1
 		fi
+		rm -f "$tmp"/root/var/cache/apt/archives/*.deb # installed already
+
 		# Older days' tarballs are superseded by this one.
-		find "$ROOTFS_CACHE" -maxdepth 1 -name "$ROOTFS_SUITE-systemd-*.tar" -delete
+		find "$ROOTFS_CACHE" -maxdepth 1 -name "$ROOTFS_SUITE-$ROOTFS_FLAVOR-*.tar" -delete
 		tar -C "$tmp/root" --numeric-owner -cf "$tmp/root.tar" . &&
 			mv "$tmp/root.tar" "$tar"
 	) 9>"$ROOTFS_CACHE/.lock"
