@@ -109,7 +109,7 @@ kill -TERM "$gated"
 wait "$gated"; rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 is "$rc" 0 "SIGTERM during a hung refresh: exit status 0"
-ok $([ "$ms" -lt 5000 ]; echo $?) "SIGTERM during a hung refresh (30 s timeout): stopped in ${ms} ms (< 5000)"
+ok $([ "$ms" -lt 10000 ]; echo $?) "SIGTERM during a hung refresh (30 s timeout): stopped in ${ms} ms (< 10000)"
 
 # A reload that lengthens the interval moves the staleness limit with it:
 # with --interval 0.2 and --refresh-timeout 0.5 a verdict is stale after
@@ -193,7 +193,7 @@ start=$(date +%s%N)
 kill -HUP "$g"
 wait_for 20 sh -c "curl -s --unix-socket $T/g.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '<health>'"
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-ok $([ "$ms" -lt 5000 ]; echo $?) "SIGHUP turning gating on: not determined yet in ${ms} ms (< 5000; the refresh has 30 s)"
+ok $([ "$ms" -lt 10000 ]; echo $?) "SIGHUP turning gating on: not determined yet in ${ms} ms (< 10000; the refresh has 30 s)"
 is "$(health "$T/g.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"SIGHUP turning gating on: the <health> entry"

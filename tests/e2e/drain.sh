@@ -31,7 +31,7 @@ printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requiremen
 	"$T/health" >"$T/app.json"
 printf '{"interval":0.5}\n' >"$T/cfg.json"
 start_agent() {
-	"$BIN" -c "$T/cfg.json" --listen 127.0.0.1:0 --control-socket "$CTL" --drain-window 10 \
+	"$BIN" -c "$T/cfg.json" --listen 127.0.0.1:0 --control-socket "$CTL" --drain-window 30 \
 		--compose-file "$T/app.json" >"$T/agent.log" 2>&1 &
 	AGENT=$!
 	PIDS+=($AGENT)
@@ -48,13 +48,13 @@ ok $? "the app is healthy"
 
 # --- no recent poller: nothing to wait for ---------------------------------------
 t0=$(now_ms)
-out=$(ctl drain --wait 2>&1); rc=$?
+out=$(ctl drain --wait --timeout 60 2>&1); rc=$?
 ms=$(( $(now_ms) - t0 ))
 is "$rc" 0 "drain --wait with no poller: exit 0"
-like "$out" "no address polled Health in the last 10 s: nothing to wait for" "and says so"
-# At once, not at the wait's timeout (15 s); the bound is for a loaded
-# machine's process start.
-ok $([ "$ms" -lt 5000 ]; echo $?) "and returns at once (${ms} ms, < 5000)"
+like "$out" "no address polled Health in the last 30 s: nothing to wait for" "and says so"
+# At once, not at the wait's timeout (60 s here); the bound is for a loaded
+# machine's process start (7.8 s was seen for two at load 32).
+ok $([ "$ms" -lt 15000 ]; echo $?) "and returns at once (${ms} ms, < 15000)"
 is "$(served)" "$DRAINED" "draining: healthy:false with the one <drain> entry, no error"
 is "$(ctl resume)" "resumed: the app's own verdict is served" "resume"
 is "$(served)" "$OK" "resumed: the app's verdict is served"
@@ -74,11 +74,11 @@ wait_for 20 sh -c "[ -s $T/poll-127.0.0.2 ] && [ -s $T/poll-127.0.0.3 ]"
 recent() { st | json '",".join(sorted(p["address"] for p in d["pollers"]))'; }
 wait_for 20 sh -c "curl -s --unix-socket $CTL http://x/status | grep -q '\"127.0.0.3\"'"
 t0=$(now_ms)
-out=$(ctl drain --wait 2>&1); rc=$?
+out=$(ctl drain --wait --timeout 60 2>&1); rc=$?
 t1=$(now_ms)
 ms=$((t1 - t0))
 is "$rc" 0 "drain --wait with two pollers: exit 0"
-ok $([ "$ms" -lt 10000 ]; echo $?) "drain --wait returned once both were told, well before its timeout of 15 s (${ms} ms)"
+ok $([ "$ms" -lt 30000 ]; echo $?) "drain --wait returned once both were told, well before its timeout of 60 s (${ms} ms)"
 like "$out" "told after .*127\.0\.0\.2" "it names 127.0.0.2 as told"
 like "$out" "127\.0\.0\.3" "it names 127.0.0.3 as told"
 for a in 127.0.0.2 127.0.0.3; do
@@ -123,12 +123,13 @@ ok $? "history: the resume is recorded, trigger resume"
 # --- a third address that stops polling --------------------------------------------
 for _ in 1 2 3; do health 127.0.0.4 >/dev/null; done
 t0=$(now_ms)
-out=$(ctl drain --wait --timeout 2 2>&1); rc=$?
+# 6 s: long enough for the pollers every 0.2 s to be told on a loaded machine.
+out=$(ctl drain --wait --timeout 6 2>&1); rc=$?
 ms=$(( $(now_ms) - t0 ))
-is "$rc" 1 "drain --wait --timeout 2 with a poller that stopped: exit 1"
+is "$rc" 1 "drain --wait --timeout 6 with a poller that stopped: exit 1"
 like "$out" "not told: 127\.0\.0\.4" "it names 127.0.0.4 as not told"
 ok $(! echo "$out" | grep "not told:" | grep -q "127\.0\.0\.[23]"; echo $?) "and not the pollers that were told"
-ok $([ "$ms" -ge 1900 ] && [ "$ms" -lt 8000 ]; echo $?) "at the timeout (${ms} ms, 2 s and a process start)"
+ok $([ "$ms" -ge 5900 ] && [ "$ms" -lt 15000 ]; echo $?) "at the timeout (${ms} ms, 6 s and a process start)"
 is "$(served)" "$DRAINED" "still draining after the timeout"
 
 # --- a restart forgets the drain ------------------------------------------------------
@@ -157,7 +158,7 @@ b=$(health)
 ms=$(( $(now_ms) - t0 ))
 is "$rc" 0 "hung runtime: drain exits 0"
 is "$b" "$DRAINED" "hung runtime: the drain is served"
-ok $([ "$ms" -lt 5000 ]; echo $?) "hung runtime: drained and answered at once, not after the refresh's 30 s (${ms} ms)"
+ok $([ "$ms" -lt 15000 ]; echo $?) "hung runtime: drained and answered at once, not after the refresh's 30 s (${ms} ms)"
 ctl resume >/dev/null
 like "$(health)" "health has not been determined yet" "hung runtime: resume serves the app's verdict (not determined yet)"
 

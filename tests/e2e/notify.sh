@@ -197,8 +197,8 @@ is "$late" 0 "no WATCHDOG=1 for 3 s while the refresh hangs (systemd would resta
 like "$(curl -s --max-time 10 --unix-socket "$T/agent-w.sock" http://x/prpc/v1/Health)" \
 	'"healthy":false' "meanwhile the agent still answers, not healthy"
 term_and_time "$WEDGED"
-[ "$ELAPSED" != timeout ] && [ "$ELAPSED" -lt 5000 ]
-ok $? "exits within 5 s of SIGTERM even in a hung refresh of 30 s (took $ELAPSED ms)"
+[ "$ELAPSED" != timeout ] && [ "$ELAPSED" -lt 10000 ]
+ok $? "exits within 10 s of SIGTERM even in a hung refresh of 30 s (took $ELAPSED ms)"
 is "$(leftovers)" "" "no process of the agent's is left"
 
 # --- socket activation: the listener systemd passes, not --listen -----------
