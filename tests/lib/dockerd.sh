@@ -137,6 +137,7 @@ dh_make_images() {
 dockerd_start() {
 	dh_skip_unless_usable
 	DH_T=$(mktemp -d /tmp/dh.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
+	python_first "$DH_T/.bin"
 	# A fatal signal skips the EXIT trap: turn the likely ones into exits
 	# (PIPE: the output went to a reader that stopped reading).
 	trap dh_exit EXIT

@@ -5,12 +5,7 @@
 # scratch_more() and it runs first.
 T=$(mktemp -d /tmp/healthd-test.XXXXXX)
 PIDS=()
-# Debian's python3 for the stand-ins and helpers, ahead of any version
-# manager's shim on PATH: on a loaded machine (load 14) a pyenv shim took
-# 6.5 s to start an interpreter, /usr/bin/python3 under one.
-if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
-	mkdir "$T/.bin" && ln -s /usr/bin/python3 "$T/.bin/python3" && PATH=$T/.bin:$PATH
-fi
+python_first "$T/.bin"
 scratch_cleanup() {
 	declare -F scratch_more >/dev/null && scratch_more
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
