@@ -46,7 +46,7 @@ printf '{"manifest_version":"3","name":"t","runner":"docker-compose"}\n' >"$T/ap
 AGENT=$!
 PIDS+=($AGENT)
 served() { grep -q 'serving on 127.0.0.1:' "$T/agent.log"; }
-wait_for 10 served || { echo "not ok 1 - the agent did not start"; echo "1..1"; exit 1; }
+wait_for 30 served || { echo "not ok 1 - the agent did not start"; echo "1..1"; exit 1; }
 PORT=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/agent.log" | head -n1)
 kb() { awk -v k="$1" '$1 == k":" { print $2 }' "/proc/$AGENT/status"; }
 # mem_peak_start / mem_peak_stop: the agent's peak RssAnon (KiB) meanwhile,
@@ -127,19 +127,20 @@ attack garbage-pipelined      garbage   "$(ips 2)" 1
 
 # header_timeout (2 s by default) bounds the whole request head however it
 # trickles: from the accept, and from the end of the previous answer on a
-# kept-alive connection. 1 byte per 100 ms would take a minute.
+# kept-alive connection. 1 byte per 100 ms would take a minute; the upper
+# bound leaves a loaded machine room and still tells that.
 res=$(timeout 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack deadline --sources 127.0.0.2)
 fresh=$(sed -n 's/.*fresh_ms=\([0-9-]*\).*/\1/p' <<<"$res")
 ka=$(sed -n 's/.*keepalive_ms=\([0-9-]*\).*/\1/p' <<<"$res")
-ok $([ "${fresh:-0}" -ge 1900 ] && [ "${fresh:-0}" -le 2700 ]; echo $?) \
+ok $([ "${fresh:-0}" -ge 1900 ] && [ "${fresh:-0}" -le 5000 ]; echo $?) \
 	"a head trickled at 1 byte/100 ms is cut at header_timeout (${fresh:-?} ms after connect)"
-ok $([ "${ka:-0}" -ge 1900 ] && [ "${ka:-0}" -le 2700 ]; echo $?) \
+ok $([ "${ka:-0}" -ge 1900 ] && [ "${ka:-0}" -le 5000 ]; echo $?) \
 	"on a kept-alive connection, at header_timeout after the previous answer (${ka:-?} ms)"
 # The issue's request line of binary garbage: answered or closed at once,
-# not held until a timeout.
+# not held until a timeout (header_timeout, 2 s).
 res=$(timeout 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack nul --sources 127.0.0.2)
 nul=$(sed -n 's/.*nul_ms=\([0-9]*\).*/\1/p' <<<"$res")
-ok $([ -n "$nul" ] && [ "$nul" -lt 500 ]; echo $?) "binary garbage is closed at once (${nul:-?} ms)"
+ok $([ -n "$nul" ] && [ "$nul" -lt 1500 ]; echo $?) "binary garbage is closed at once (${nul:-?} ms, < 1500)"
 
 kill -TERM "$AGENT"
 wait "$AGENT"

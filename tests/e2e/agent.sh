@@ -76,19 +76,20 @@ like "$out" '"name":"<compose>","status":"no container has been created yet"' \
 	"no runtime file: no container has been created yet"
 
 # Serving: not determined before the first refresh completes is not healthy;
-# gating off answers healthy; SIGTERM stops within a second.
-health() { curl -s --max-time 2 --unix-socket "$1" -X POST 'http://x/prpc/v1/Health?json' -d '{}'; }
+# gating off answers healthy; SIGTERM stops well within the unit's
+# TimeoutStopSec (5 s), with room for a loaded machine.
+health() { curl -s --max-time 10 --unix-socket "$1" -X POST 'http://x/prpc/v1/Health?json' -d '{}'; }
 "$BIN" --listen "unix:$T/off.sock" --compose-file "$T/ok.json" 2>"$T/off.log" &
 PIDS+=($!)
 off=$!
-wait_for 5 test -S "$T/off.sock"
+wait_for 20 test -S "$T/off.sock"
 is "$(health "$T/off.sock")" '{"healthy":true,"unhealthy":[],"error":""}' "served: gating off is healthy"
 start=$(date +%s%N)
 kill -TERM "$off"
 wait "$off"; rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 is "$rc" 0 "SIGTERM: exit status 0"
-ok $([ "$ms" -lt 1000 ]; echo $?) "SIGTERM: stopped in ${ms} ms (< 1000)"
+ok $([ "$ms" -lt 5000 ]; echo $?) "SIGTERM: stopped in ${ms} ms (< 5000)"
 ok $([ ! -e "$T/off.sock" ] || ! curl -s --max-time 1 --unix-socket "$T/off.sock" http://x/ >/dev/null; echo $?) \
 	"SIGTERM: the listener is closed"
 
@@ -99,7 +100,7 @@ hung_socket "$T/hang.sock"
 	--docker-host "unix://$T/hang.sock" --refresh-timeout 30 --interval 60 2>"$T/gated.log" &
 gated=$!
 PIDS+=($gated)
-wait_for 5 test -S "$T/gated.sock"
+wait_for 20 test -S "$T/gated.sock"
 is "$(health "$T/gated.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"before the first refresh completes: not determined yet, not healthy"
@@ -108,7 +109,7 @@ kill -TERM "$gated"
 wait "$gated"; rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 is "$rc" 0 "SIGTERM during a hung refresh: exit status 0"
-ok $([ "$ms" -lt 1000 ]; echo $?) "SIGTERM during a hung refresh: stopped in ${ms} ms (< 1000)"
+ok $([ "$ms" -lt 10000 ]; echo $?) "SIGTERM during a hung refresh (30 s timeout): stopped in ${ms} ms (< 10000)"
 
 # A reload that lengthens the interval moves the staleness limit with it:
 # with --interval 0.2 and --refresh-timeout 0.5 a verdict is stale after
@@ -121,12 +122,12 @@ printf '{"interval":0.2,"refresh_timeout":0.5}' > "$T/reload.json"
 "$BIN" -c "$T/reload.json" --listen "unix:$T/reload.sock" --compose-file "$T/sf.json" 2>"$T/reload.log" &
 rl=$!
 PIDS+=($rl)
-wait_for 5 test -S "$T/reload.sock"
-wait_for 5 sh -c "curl -s --unix-socket $T/reload.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+wait_for 20 test -S "$T/reload.sock"
+wait_for 20 sh -c "curl -s --unix-socket $T/reload.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
 ok $? "reload: healthy before the reload"
 printf '{"interval":3,"refresh_timeout":0.5}' > "$T/reload.json"
 kill -HUP "$rl"
-wait_for 5 grep -q "reload: interval" "$T/reload.log"
+wait_for 20 grep -q "reload: interval" "$T/reload.log"
 ok $? "reload: the interval change is logged"
 stale=0
 for _ in $(seq 25); do
@@ -146,25 +147,25 @@ cp "$T/rel.json" "$T/m.json"
 	2>"$T/m.log" &
 m=$!
 PIDS+=($m)
-wait_for 5 test -S "$T/m.sock"
+wait_for 20 test -S "$T/m.sock"
 ok $? "unusable app-compose.json: the agent serves"
 is "$(health "$T/m.sock")" "$REL_ERR" "unusable app-compose.json: healthy:false, the field named"
 refreshes() { grep -c 'refresh (timer) took' "$T/m.log"; }
 n=$(refreshes)
-wait_for 5 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
+wait_for 20 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
 is "$(grep -c 'must be an absolute path' "$T/m.log")" 1 "unusable app-compose.json: logged once"
 is "$(health "$T/m.sock")" "$REL_ERR" "unusable app-compose.json: still served after refreshes"
 cp "$T/ok.json" "$T/m.json"
-wait_for 5 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
+wait_for 20 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"healthy\":true'"
 ok $? "app-compose.json usable: read again on a refresh, healthy (gating off)"
 ok $(grep -q 'app-compose.json is usable now' "$T/m.log"; echo $?) "app-compose.json usable: logged"
 cp "$T/rel.json" "$T/m.json"
 n=$(refreshes)
-wait_for 5 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
+wait_for 20 sh -c "[ \$(grep -c 'refresh (timer) took' '$T/m.log') -ge $((n + 3)) ]"
 is "$(health "$T/m.sock")" '{"healthy":true,"unhealthy":[],"error":""}' \
 	"app-compose.json usable: kept (measured, it does not change during a boot)"
 kill -HUP "$m"
-wait_for 5 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'must be an absolute path'"
+wait_for 20 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'must be an absolute path'"
 ok $? "SIGHUP reads app-compose.json again"
 ok $(kill -0 "$m"; echo $?) "SIGHUP with an unusable app-compose.json: still up"
 kill -TERM "$m"; wait "$m"
@@ -172,7 +173,7 @@ rm -f "$T/m.json"
 "$BIN" --listen "unix:$T/m2.sock" --compose-file "$T/m.json" 2>"$T/m2.log" &
 m=$!
 PIDS+=($m)
-wait_for 5 test -S "$T/m2.sock"
+wait_for 20 test -S "$T/m2.sock"
 is "$(health "$T/m2.sock")" '{"healthy":false,"unhealthy":[],"error":"app-compose.json: does not exist"}' \
 	"missing app-compose.json: served, the path not shown"
 like "$(cat "$T/m2.log")" "app-compose.json: does not exist \\($T/m.json\\)" "missing app-compose.json: the log has the path"
@@ -185,14 +186,14 @@ cp "$T/ok.json" "$T/g.json"
 	--docker-host "unix://$T/hang.sock" --refresh-timeout 30 --interval 60 2>"$T/g.log" &
 g=$!
 PIDS+=($g)
-wait_for 5 test -S "$T/g.sock"
+wait_for 20 test -S "$T/g.sock"
 is "$(health "$T/g.sock")" '{"healthy":true,"unhealthy":[],"error":""}' "gating off: healthy"
 cp "$T/gated.json" "$T/g.json"
 start=$(date +%s%N)
 kill -HUP "$g"
-wait_for 5 sh -c "curl -s --unix-socket $T/g.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '<health>'"
+wait_for 20 sh -c "curl -s --unix-socket $T/g.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '<health>'"
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-ok $([ "$ms" -lt 1000 ]; echo $?) "SIGHUP turning gating on: not determined yet in ${ms} ms (< 1000)"
+ok $([ "$ms" -lt 10000 ]; echo $?) "SIGHUP turning gating on: not determined yet in ${ms} ms (< 10000; the refresh has 30 s)"
 is "$(health "$T/g.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"SIGHUP turning gating on: the <health> entry"
@@ -205,16 +206,16 @@ kill -TERM "$g"; wait "$g"
 	--docker-host "unix://$T/none.sock" --interval 60 --log-level debug 2>"$T/k.log" &
 k=$!
 PIDS+=($k)
-wait_for 5 grep -q 'refresh failed: ' "$T/k.log"
+wait_for 20 grep -q 'refresh failed: ' "$T/k.log"
 ok $? "reload count: the first refresh failed"
 kill -HUP "$k"
-wait_for 5 grep -q 'refresh failed again (2 in a row)' "$T/k.log"
+wait_for 20 grep -q 'refresh failed again (2 in a row)' "$T/k.log"
 ok $? "reload count: the refresh after a SIGHUP is the second failure"
 is "$(health "$T/k.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"reload count: two failures keep the previous verdict"
 kill -HUP "$k"
-wait_for 5 sh -c "curl -s --unix-socket $T/k.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'cannot reach'"
+wait_for 20 sh -c "curl -s --unix-socket $T/k.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'cannot reach'"
 is "$(health "$T/k.sock")" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
 	"reload count: the third failure, across reloads, is served"
 kill -TERM "$k"; wait "$k"

@@ -212,16 +212,16 @@ expect_compose_entry "no runtime file" "$NONE_YET"
 
 healthd_start late "$DH_T/rt-late.json" --interval 0.5 --refresh-timeout 10
 ok $? "agent: long-running agent listening"
-wait_for 10 healthd_query_like late "\"<compose>\".*$NONE_YET"
+wait_for 30 healthd_query_like late "\"<compose>\".*$NONE_YET"
 like "$(healthd_query late)" "^\\{\"healthy\":false,\"unhealthy\":\\[\\{\"name\":\"<compose>\",\"status\":\"[^\"]*$NONE_YET[^\"]*\"\\}\\],\"error\":\"\"\\}$" \
 	"agent: before the runtime file exists: no container has been created yet"
 healthd_runtime "$DH_T/rt-late.json" hall
-wait_for 10 healthd_query_is late "$HEALTHD_OK"
+wait_for 30 healthd_query_is late "$HEALTHD_OK"
 is "$(healthd_query late)" "$HEALTHD_OK" \
 	"agent: the runtime file appears (project hall): healthy, without a restart"
 healthd_runtime "$DH_T/rt-late.json" hunh
 want=$(healthd_expect false hunh_a_1 starting hunh_b_1 unhealthy)
-wait_for 10 healthd_query_is late "$want"
+wait_for 30 healthd_query_is late "$want"
 is "$(healthd_query late)" "$want" "agent: the runtime file names hunh: its verdict"
 kill -0 "$HD_PID_late" 2>/dev/null
 ok $? "agent: the same agent process answered throughout"

@@ -35,7 +35,7 @@ fake() {
 	FPID=$!
 	# The socket file appears at bind(), before listen(): wait until it
 	# accepts a connection.
-	wait_for 10 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+	wait_for 30 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
 		"$T/d.sock" || echo "# fake did not start"
 }
 list() { # list PROJECT [TIMEOUT_MS]
@@ -176,7 +176,7 @@ mapfile -t IR < <(inspect_routes '1\.41')
 python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port" \
 	"/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" "${IR[@]}" &
 FPID=$!
-wait_for 10 test -s "$T/port"
+wait_for 30 test -s "$T/port"
 is "$("$LIST" "tcp://127.0.0.1:$(cat "$T/port")" demo 5000 | sort)" "$ALL" "over TCP"
 stop_fake
 

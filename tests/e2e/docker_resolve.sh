@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # A tcp://NAME Docker host whose resolver never answers: the name lookup
-# must end at the refresh deadline (--once --refresh-timeout 1 under 2 s) and
-# must not hold up a stop (SIGTERM to exit under 1.5 s, with a refresh of 20 s
-# in the middle of the lookup). The test runs in private mount and network
+# must end at the refresh deadline (--once --refresh-timeout 1 under 10 s, where
+# the resolver's own timeout is 30 s) and must not hold up a stop (SIGTERM to
+# exit under 10 s, with a refresh of 20 s and a lookup of 30 s in flight). The
+# bounds leave a loaded machine's process start room and still tell the bug. The test runs in private mount and network
 # namespaces: /etc/resolv.conf, /etc/hosts and /etc/nsswitch.conf are bound
 # to our own, and the name server is a UDP socket on the namespace's loopback
 # that notes each query and never answers.
@@ -41,7 +42,7 @@ while True:
     open(sys.argv[1], "a").write("q\n")
 ' "$T/asked" &
 PIDS+=($!)
-wait_for 10 test -e "$T/asked.ready"
+wait_for 30 test -e "$T/asked.ready"
 ok $? "a name server on 127.0.0.1:53 that never answers"
 
 printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}' \
@@ -60,14 +61,14 @@ ok $? "--once: the name server was asked for dockerd.test"
 is "$rc" 3 "--once: exit status 3 (the source could not be asked)"
 like "$out" '^\{"healthy":false,.*"error":"[^"]+' "--once: healthy:false with an error"
 diag "--once --refresh-timeout 1 with a resolver that never answers: ${dt} ms"
-ok $((dt < 2000 ? 0 : 1)) "--once --refresh-timeout 1 ended within 2 s (${dt} ms)"
+ok $((dt < 10000 ? 0 : 1)) "--once --refresh-timeout 1 ended within 10 s, not at the resolver's 30 s (${dt} ms)"
 
 : >"$T/asked"
 "$BIN" --listen "unix:$T/a.sock" --refresh-timeout 20 --compose-file "$T/app-compose.json" \
 	--runtime-file "$T/rt.json" --docker-host "$H" >"$T/agent.log" 2>&1 &
 AGENT=$!
 PIDS+=($AGENT)
-wait_for 10 test -S "$T/a.sock" && wait_for 10 test -s "$T/asked"
+wait_for 30 test -S "$T/a.sock" && wait_for 30 test -s "$T/asked"
 ok $? "agent: serving, its first refresh waiting on the name server"
 gone() { ! kill -0 "$AGENT" 2>/dev/null || grep -q '^State:.*Z' "/proc/$AGENT/status" 2>/dev/null; }
 t0=$(now_ms)
@@ -78,7 +79,7 @@ wait "$AGENT"
 rc=$?
 is "$rc" 0 "agent: exit status 0 after SIGTERM"
 diag "SIGTERM to exit with a name lookup in flight: ${dt} ms"
-ok $((dt < 1500 ? 0 : 1)) "agent: stopped within 1.5 s of SIGTERM (${dt} ms)"
+ok $((dt < 10000 ? 0 : 1)) "agent: stopped within 10 s of SIGTERM, not at the lookup's 30 s (${dt} ms)"
 # Every refresh (1 s apart) gives up on a lookup that runs on for 30 s: no
 # more than LOOKUPS_MAX (4) of them may be left running, later refreshes fail
 # at once saying so.
@@ -87,7 +88,7 @@ ok $((dt < 1500 ? 0 : 1)) "agent: stopped within 1.5 s of SIGTERM (${dt} ms)"
 	>"$T/agent-b.log" 2>&1 &
 AGENT=$!
 PIDS+=($AGENT)
-wait_for 20 grep -q 'name lookup: 4 earlier lookups still unanswered' "$T/agent-b.log"
+wait_for 40 grep -q 'name lookup: 4 earlier lookups still unanswered' "$T/agent-b.log"
 ok $? "agent: with lookups piling up, a refresh fails at once: 4 earlier lookups still unanswered"
 base=$(ls "/proc/$AGENT/task" | wc -l)
 most=$base

@@ -58,10 +58,10 @@ printf 'healthy\n%s\n' "$(date +%s)" >"$T/health"
 PIDS+=($!)
 port_of() { sed -n 's/.* serving on [^ ]*:\([0-9]*\);.*/\1/p' "$1" | head -n1; }
 started() { [ -n "$(port_of "$T/agent.log")" ]; }
-wait_for 10 started || { cat "$T/agent.log"; echo "not ok 1 - the agent did not start"; exit 1; }
+wait_for 30 started || { cat "$T/agent.log"; echo "not ok 1 - the agent did not start"; exit 1; }
 PORT=$(port_of "$T/agent.log")
 healthy() { curl -s "http://127.0.0.1:$PORT/prpc/v1/Health" | grep -q '"healthy":true'; }
-wait_for 10 healthy
+wait_for 30 healthy
 ok $? "the agent this test runs the commands against is healthy (port $PORT)"
 export DSTACK_HEALTHD_CONTROL_SOCKET=$T/control.sock
 make -s install DESTDIR="$T/inst" PREFIX=/usr BUILD="${HEALTHD_BUILD:-build}" >"$T/install.log" 2>&1
@@ -121,14 +121,14 @@ check() {
 		PATH="$(dirname "$BIN"):$PATH" bash -c "$cmd" >"$T/drain.out" 2>&1 &
 		local dp=$!
 		drained() { curl -s "http://127.0.0.1:$PORT/prpc/v1/Health" | grep -q '"<drain>"'; }
-		wait_for 10 drained
+		wait_for 30 drained
 		ok $? "$what: Health answers draining at once"
 		wait "$dp"; RC=$?
 		like "$RC:$(cat "$T/drain.out")" '^0:.*127\.0\.0\.1' "$what: exit 0, naming who was told" ;;
 	"dstack-healthd resume")
 		run "$cmd"
 		is "$RC" 0 "$what: exit 0"
-		wait_for 10 healthy
+		wait_for 30 healthy
 		ok $? "$what: Health answers healthy again" ;;
 	"dstack-healthd --once --log-level=debug")
 		OUT=$(DSTACK_HEALTHD_COMPOSE_FILE=$T/app.json "$BIN" --once --log-level=debug 2>"$T/err"); RC=$?
@@ -141,13 +141,13 @@ check() {
 			"$BIN" --listen=localhost:0 --interval=2 2>"$T/ex.log" &
 		PIDS+=($!)
 		ex_started() { [ -n "$(port_of "$T/ex.log")" ]; }
-		wait_for 10 ex_started
+		wait_for 30 ex_started
 		ok $? "$what: serves (on localhost)"
 		like "$(head -n1 "$T/ex.log")" 'serving on 127\.0\.0\.1:' "$what: localhost is 127.0.0.1"
 		EXPORT=$(port_of "$T/ex.log") ;;
 	"curl -s 'http://localhost:8091/prpc/v1/Health'")
 		ex_up() { curl -s "http://localhost:$EXPORT/prpc/v1/Health" | grep -q healthy; }
-		wait_for 10 ex_up
+		wait_for 30 ex_up
 		run "${cmd//8091/$EXPORT}"; like "$RC:$OUT" '^0:\{"healthy":' "$what: the example agent answers" ;;
 	"dstack-healthd: error: DSTACK_HEALTHD_LISTEN: listen address 'nowhere': ...")
 		ERR=$(DSTACK_HEALTHD_LISTEN=nowhere "$BIN" --compose-file "$T/app.json" 2>&1); RC=$?
@@ -182,7 +182,7 @@ check_make_run() {
 	# A free port: the kernel's pick for a moment ago.
 	"$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" --control-socket= 2>"$T/free.log" &
 	local p=$!
-	wait_for 10 sh -c "grep -q 'serving on' '$T/free.log'"
+	wait_for 30 sh -c "grep -q 'serving on' '$T/free.log'"
 	free=$(port_of "$T/free.log")
 	kill "$p"; wait "$p" 2>/dev/null
 	setsid env PORT="$free" make -s run BUILD="${HEALTHD_BUILD:-build}" >"$T/run.out" 2>"$T/run.err" &
@@ -198,7 +198,7 @@ check_make_run() {
 	like "$OUT" '"healthy":true' "$what: the example app is healthy"
 	bash -c "$flip"
 	run_unhealthy() { curl -s "http://127.0.0.1:$free/prpc/v1/Health" | grep -q '"healthy":false'; }
-	wait_for 5 run_unhealthy
+	wait_for 20 run_unhealthy
 	ok $? "$what: the printed command flips it to unhealthy"
 	# The writer renews the file every 10 s: past one renewal it must
 	# still say unhealthy (the time renewed, the state kept).

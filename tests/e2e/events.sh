@@ -32,9 +32,9 @@ log_has() { grep -q -- "$1" "$LOG"; }
 healthd_runtime "$DH_T/rt-hev.json" hev
 healthd_start ev "$DH_T/rt-hev.json" --interval 60 --log-level debug
 ok $? "agent: listening, --interval 60"
-wait_for 10 log_has "Docker events: following project hev"
+wait_for 30 log_has "Docker events: following project hev"
 ok $? "agent: follows the events of project hev"
-wait_for 10 healthd_query_is ev "$HEALTHD_OK"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 is "$(healthd_query ev)" "$HEALTHD_OK" "agent: hev is healthy"
 
 # flip NAME HOW WANT_HEALTH: make the probe fail (rm) or pass (touch) and
@@ -47,16 +47,16 @@ flip() {
 # --- a container turning unhealthy, and healthy again ------------------------
 t0=$(dh_now_ms)
 flip hev_web_1 rm unhealthy
-wait_for 10 healthd_query_is ev "$UNHEALTHY"
+wait_for 30 healthd_query_is ev "$UNHEALTHY"
 is "$(healthd_query ev)" "$UNHEALTHY" "agent: hev_web_1 turned unhealthy"
 ms=$(($(dh_now_ms) - t0))
-[ "$ms" -lt 10000 ]
+[ "$ms" -lt 30000 ]
 ok $? "agent: ...seen ${ms} ms after the probe was made to fail, not at the 60 s tick"
 log_has 'Docker event: hev_web_1 health_status: unhealthy'
 ok $? "agent: through the health_status event"
 t0=$(dh_now_ms)
 flip hev_web_1 touch healthy
-wait_for 10 healthd_query_is ev "$HEALTHD_OK"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 is "$(healthd_query ev)" "$HEALTHD_OK" \
 	"agent: healthy again $(($(dh_now_ms) - t0)) ms after the probe passes"
 
@@ -70,12 +70,12 @@ ok $? "runtime: hoth_web_1 unhealthy"
 flip hoth_web_1 touch healthy
 ok $? "runtime: hoth_web_1 healthy again"
 flip hev_web_1 rm unhealthy
-wait_for 10 healthd_query_is ev "$UNHEALTHY"
+wait_for 30 healthd_query_is ev "$UNHEALTHY"
 is "$(healthd_query ev)" "$UNHEALTHY" "agent: the barrier (hev unhealthy) is served"
 is "$(($(refreshes) - before))" 1 "agent: one refresh in all, for hev's event, none for hoth's"
 is "$(grep -c 'Docker event: hoth' "$LOG")" 0 "agent: no event of hoth reached the agent"
 flip hev_web_1 touch healthy
-wait_for 10 healthd_query_is ev "$HEALTHD_OK"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 is "$(healthd_query ev)" "$HEALTHD_OK" "agent: hev healthy again"
 
 # --- dockerd restarted under the stream ----------------------------------------
@@ -92,35 +92,35 @@ wait_for 20 more_reconnects
 ok $? "agent: subscribed again after dockerd came back"
 log_has 'Docker events: following project hev again'
 ok $? "agent: says so, once"
-wait_for 10 healthd_query_is ev "$HEALTHD_OK"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 is "$(healthd_query ev)" "$HEALTHD_OK" "agent: healthy after the restart (a refresh followed the reconnect)"
 t0=$(dh_now_ms)
 flip hev_web_1 rm unhealthy
-wait_for 10 healthd_query_is ev "$UNHEALTHY"
+wait_for 30 healthd_query_is ev "$UNHEALTHY"
 is "$(healthd_query ev)" "$UNHEALTHY" "agent: reacts to the next event"
 ms=$(($(dh_now_ms) - t0))
-[ "$ms" -lt 10000 ]
+[ "$ms" -lt 30000 ]
 ok $? "agent: ...within ${ms} ms"
 
 # --- the runtime file names another project: the stream follows it ----------------
 flip hev_web_1 touch healthy
-wait_for 10 healthd_query_is ev "$HEALTHD_OK"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 healthd_runtime "$DH_T/rt-hev.json" hoth
 wait_for 15 log_has "Docker events: following project hoth"
 ok $? "agent: follows project hoth once the runtime file names it"
 t0=$(dh_now_ms)
 flip hoth_web_1 rm unhealthy
 want=$(healthd_expect false hoth_web_1 unhealthy)
-wait_for 10 healthd_query_is ev "$want"
+wait_for 30 healthd_query_is ev "$want"
 is "$(healthd_query ev)" "$want" "agent: hoth_web_1 turned unhealthy, $(($(dh_now_ms) - t0)) ms after its probe was made to fail"
 
 # --- stopping with the stream open -------------------------------------------------
 t0=$(dh_now_ms)
 kill -TERM "$HD_PID_ev"
-wait_for 5 dh_gone "$HD_PID_ev"
+wait_for 20 dh_gone "$HD_PID_ev"
 ms=$(($(dh_now_ms) - t0))
-[ "$ms" -lt 1000 ]
-ok $? "agent: stopped ${ms} ms after SIGTERM with the events stream open"
+[ "$ms" -lt 5000 ]
+ok $? "agent: stopped ${ms} ms after SIGTERM with the events stream open (< 5000)"
 wait "$HD_PID_ev"
 is "$?" 0 "agent: exit status 0"
 
@@ -144,32 +144,34 @@ fake() { # fake EVENTS_ACTION: (re)starts the peer on $DH_T/fake.sock
 		"/v1\\.24/events.*=$1" &
 	FAKE_PID=$!
 	dh_track "$FAKE_PID"
-	wait_for 10 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+	wait_for 30 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
 		"$DH_T/fake.sock"
 }
 NONE_YET=$(healthd_expect false "<compose>" "no container has been created yet")
 LOG=$DH_T/hd-hung.log
 fake hang
 healthd_start hung "$DH_T/rt-hev.json" --docker-host "unix://$DH_T/fake.sock" \
-	--interval 0.5 --refresh-timeout 2 --log-level debug
-wait_for 10 healthd_query_is hung "$NONE_YET"
+	--interval 0.5 --refresh-timeout 10 --log-level debug
+wait_for 30 healthd_query_is hung "$NONE_YET"
 is "$(healthd_query hung)" "$NONE_YET" "hung stream: the refreshes answer"
-wait_for 10 grep -q "^/v1.24/events?" "$DH_T/fake.log"
+wait_for 30 grep -q "^/v1.24/events?" "$DH_T/fake.log"
 ok $? "hung stream: the agent asked for /events"
 n0=$(grep -c 'refresh (timer)' "$LOG")
 t0=$(dh_now_ms)
-wait_for 10 at_least $((n0 + 6)) grep -c 'refresh (timer)' "$LOG"
+wait_for 30 at_least $((n0 + 6)) grep -c 'refresh (timer)' "$LOG"
 ms=$(($(dh_now_ms) - t0))
-[ "$ms" -lt 5000 ]
-ok $? "hung stream: 6 timer refreshes in ${ms} ms at a 0.5 s interval, the stream hanging"
-wait_for 10 grep -q 'Docker events: GET /events: timed out' "$LOG"
+# 3 s at the interval; one refresh held up by the stream until the refresh
+# timeout (10 s) would make it 13 s.
+[ "$ms" -lt 10000 ]
+ok $? "hung stream: 6 timer refreshes in ${ms} ms at a 0.5 s interval (< 10000), the stream hanging"
+wait_for 30 grep -q 'Docker events: GET /events: timed out' "$LOG"
 ok $? "hung stream: given up after the refresh timeout, and said so"
 t0=$(dh_now_ms)
 kill -TERM "$HD_PID_hung"
-wait_for 5 dh_gone "$HD_PID_hung"
+wait_for 20 dh_gone "$HD_PID_hung"
 ms=$(($(dh_now_ms) - t0))
-[ "$ms" -lt 1000 ]
-ok $? "hung stream: stopped ${ms} ms after SIGTERM"
+[ "$ms" -lt 5000 ]
+ok $? "hung stream: stopped ${ms} ms after SIGTERM (< 5000)"
 
 LOG=$DH_T/hd-drop.log
 fake close

@@ -4,7 +4,10 @@
 # routes file) against the real agent. For each fault the agent starts
 # healthy (one running container with a passing healthcheck), then the list
 # request starts failing in that way, and we check:
-#   - a refresh ends within its 1 s timeout (--once against the fault, timed);
+#   - a refresh ends within its timeout (--once against the fault, timed): 1 s
+#     for the faults that are about the timeout (a runtime that never
+#     answers, or drips), 10 s for the others, so that a loaded machine's
+#     slow fake is not taken for a timeout and served as the wrong error;
 #   - the 3-failure rule: the served verdict stays healthy through the first
 #     two failed refreshes (the log shows both), then healthy:false with an
 #     error saying what failed in the agent's own words (README.md, "Errors"),
@@ -33,7 +36,7 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 # Bounds. The body cap is 16 MiB (DOCKER_MAX_BODY): an oversized chunked
 # body may be buffered up to it once, never beyond.
 P99_MAX_MS=50
-ONCE_MAX_MS=1500   # the 1 s refresh timeout plus the process's start and exit
+ONCE_START_MS=2000 # beyond the refresh timeout: the process's start and exit
 PEAK_GROWTH_MAX_KB=$((40 * 1024))
 AFTER_GROWTH_MAX_KB=$((24 * 1024))
 TIME_POLLS=1
@@ -46,7 +49,7 @@ case "$B" in
 	# quarantine, so that freed 16 MiB buffers do not pile up).
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 	TIME_POLLS=0
-	ONCE_MAX_MS=3000
+	ONCE_START_MS=4000
 	JUDGE_MEMORY=0 ;;
 esac
 
@@ -68,7 +71,7 @@ python3 "$FAKE" --listen "tcp:127.0.0.1:0" --port-file "$T/port" --routes-file "
 	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json.*=status:200:$LIST" &
 PIDS+=($!)
 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/dead.sock"
-wait_for 10 test -S "$T/fake.sock" -a -s "$T/port" || { echo "not ok 1 - fakes did not start"; echo "1..1"; exit 1; }
+wait_for 30 test -S "$T/fake.sock" -a -s "$T/port" || { echo "not ok 1 - fakes did not start"; echo "1..1"; exit 1; }
 TCP_PORT=$(cat "$T/port")
 
 set_fault() { # set_fault ROUTE-ACTION ("" for none)
@@ -83,30 +86,34 @@ host_for() { # host_for unix|tcp
 	if [ "$1" = tcp ]; then echo "tcp://127.0.0.1:$TCP_PORT"; else echo "unix://$T/link.sock"; fi
 }
 kb() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"; }
-healthy_now() { curl -s --max-time 1 --unix-socket "$T/a.sock" -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '"healthy":true'; }
+healthy_now() { curl -s --max-time 5 --unix-socket "$T/a.sock" -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q '"healthy":true'; }
 
 # The control agent: gating off, no runtime, same binary.
 printf '{"manifest_version":"3","name":"c","runner":"docker-compose"}\n' >"$T/ctl.json"
 "$BIN" --listen "unix:$T/ctl.sock" --compose-file "$T/ctl.json" 2>/dev/null &
 PIDS+=($!)
-wait_for 10 test -S "$T/ctl.sock" || { echo "not ok 1 - control agent did not start"; echo "1..1"; exit 1; }
+wait_for 30 test -S "$T/ctl.sock" || { echo "not ok 1 - control agent did not start"; echo "1..1"; exit 1; }
 
 ROWS=()
 # fault NAME TRANSPORT ACTION ERROR-REGEX
 fault() {
 	local name=$1 transport=$2 action=$3 public=$4 re=$5 host out rc start once_ms pid
+	local rt=10 window=6
+	# The timeout is the fault: 1 s, and a longer window for three of them.
+	[ "$public" = "$SLOW" ] && rt=1 window=10
+	local once_max=$((rt * 1000 + ONCE_START_MS))
 	host=$(host_for "$transport")
 	ln -sfn "$T/fake.sock" "$T/link.sock"
 	set_fault ""
 
 	# The agent starts healthy.
 	rm -f "$T/a.sock"
-	"$BIN" --listen "unix:$T/a.sock" --interval 0.3 --refresh-timeout 1 --log-level debug \
+	"$BIN" --listen "unix:$T/a.sock" --interval 0.3 --refresh-timeout "$rt" --log-level debug \
 		--compose-file "$T/app.json" --runtime-file "$T/runtime.json" \
 		--docker-host "$host" 2>"$T/$name.log" &
 	pid=$!
 	PIDS+=($pid)
-	if ! wait_for 10 healthy_now; then
+	if ! wait_for 30 healthy_now; then
 		ok 1 "$name: the agent is healthy before the fault"
 		sed 's/^/#   /' "$T/$name.log" | tail -n 5
 		kill -9 "$pid"; wait "$pid" 2>/dev/null
@@ -126,7 +133,7 @@ fault() {
 		set_fault "$action"
 	fi
 	local summary
-	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 6 \
+	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration "$window" \
 		--gap 10 --out "$T/$name.polls")
 	local polls okp p99 first
 	polls=$(sed -n 's/.*polls=\([0-9]*\).*/\1/p' <<<"$summary")
@@ -160,7 +167,7 @@ fault() {
 	once_ms=999999
 	for i in 1 2; do
 		start=$(date +%s%N)
-		out=$("$BIN" --once --refresh-timeout 1 --compose-file "$T/app.json" \
+		out=$("$BIN" --once --refresh-timeout "$rt" --compose-file "$T/app.json" \
 			--runtime-file "$T/runtime.json" --docker-host "$host" 2>"$T/$name.once")
 		rc=$?
 		t=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -198,7 +205,7 @@ fault() {
 	early=$(awk -v f="${first:--1}" '$1 < f && $0 !~ /"healthy":true/' "$T/$name.polls" | wc -l)
 	is "$early" 0 "$name: every answer before the change was the previous (healthy) verdict"
 	is "$rc" 3 "$name: --once exits 3 (could not judge)"
-	ok $([ "$once_ms" -lt "$ONCE_MAX_MS" ]; echo $?) "$name: --once ended in ${once_ms} ms (< ${ONCE_MAX_MS})"
+	ok $([ "$once_ms" -lt "$once_max" ]; echo $?) "$name: --once ended in ${once_ms} ms (< ${once_max}, refresh timeout ${rt} s)"
 	is "$out" "{\"healthy\":false,\"unhealthy\":[],\"error\":\"$public\"}" \
 		"$name: --once says the same"
 	like "$(cat "$T/$name.once")" "$re" "$name: --once logs the detail"

@@ -36,7 +36,7 @@ printf '{"interval": 1}\n' >"$T/cfg.json"
 	--runtime-file "$T/rt.json" --docker-host "unix://$DH_T/docker.sock" >"$LOG" 2>&1 &
 AGENT=$!
 dh_track "$AGENT"
-wait_for 10 grep -q 'metrics on http://127' "$LOG"
+wait_for 30 grep -q 'metrics on http://127' "$LOG"
 ok $? "agent: started, control socket and metrics listener logged"
 PORT=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\);.*/\1/p' "$LOG" | head -1)
 MPORT=$(sed -n 's|.*metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$LOG" | head -1)
@@ -91,11 +91,11 @@ is "$(web '["last_probe"]["exit_code"]')" "1" "status: the last probe's exit cod
 [ "$(web '["since"]')" != "$since_healthy" ]
 ok $? "status: since moved when the status changed"
 streak_ge() { [ "$(web '["failing_streak"]')" -ge "$1" ] 2>/dev/null; }
-wait_for 10 streak_ge 2
+wait_for 30 streak_ge 2
 ok $? "status: failing_streak counts up while the probe fails"
 since_unhealthy=$(web '["since"]')
 streak_now=$(web '["failing_streak"]')
-wait_for 10 streak_ge $((streak_now + 1))
+wait_for 30 streak_ge $((streak_now + 1))
 is "$(web '["since"]')" "$since_unhealthy" "status: since held across refreshes in the same status"
 for _ in 1 2; do poll >/dev/null; done
 out=$("$HEALTHD_BIN" status --control-socket "$CTL"); rc=$?
@@ -176,11 +176,11 @@ printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","req
 out=$("$HEALTHD_BIN" reload --control-socket "$CTL"); rc=$?
 is "$rc $(printf '%s' "$out" | grep -c '^app-compose.json sha256: [0-9a-f]* → [0-9a-f]*$')" "0 1" \
 	"reload: an app-compose change is named"
-wait_for 10 verdict_is true
+wait_for 30 verdict_is true
 is "$(stj 'd["history"][0]["trigger"], d["history"][0]["healthy"]')" '["reload",true]' \
 	"history: a verdict changed by a reload says so"
 kill -HUP "$AGENT"
-wait_for 10 sh -c "[ \$(grep -c 'notice: reloaded' '$LOG') -ge 3 ]"
+wait_for 30 sh -c "[ \$(grep -c 'notice: reloaded' '$LOG') -ge 3 ]"
 ok $? "SIGHUP still reloads"
 out=$("$HEALTHD_BIN" status --control-socket "$T/nothing.sock" 2>&1); rc=$?
 is "$rc" 3 "dstack-healthd status: exit 3 when the agent is not reachable"

@@ -238,11 +238,12 @@ mkfifo "$T/st/fifo"
 compose "$T/st/fifo"
 start=$(date +%s%N); once; took=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_refused "FIFO refused" "status file .*/st/fifo is a FIFO; it must be a regular file"
-ok "$([ "$took" -lt 3000 ]; echo $?)" "a FIFO does not stall --once (${took} ms)"
+# A stalled --once would be killed by once's timeout (10 s).
+ok "$([ "$took" -lt 8000 ]; echo $?)" "a FIFO does not stall --once (${took} ms)"
 
 # --- the long-running server --------------------------------------------------
 ask() {
-	curl --unix-socket "$T/sock" -s --max-time 1 -X POST \
+	curl --unix-socket "$T/sock" -s --max-time 5 -X POST \
 		'http://x/prpc/v1/Health?json' -d '{}'
 }
 says() { ask | grep -q -- "$1"; }
@@ -250,27 +251,27 @@ says() { ask | grep -q -- "$1"; }
 "$BIN" --listen "unix:$T/sock" --compose-file "$T/app-compose.json" \
 	--runtime-file "$T/no-runtime.json" --interval 0.2 2>"$T/server.log" &
 SERVER_PID=$!
-ok "$(wait_for 10 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
-ok "$(wait_for 5 says 'not a regular file'; echo $?)" "the server reports the FIFO"
+ok "$(wait_for 30 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
+ok "$(wait_for 20 says 'not a regular file'; echo $?)" "the server reports the FIFO"
 ok "$(grep -q 'is a FIFO; it must be a regular file' "$T/server.log"; echo $?)" "the log names it"
 # Several refresh periods with the FIFO in place: every poll is answered
-# within 1 s, so no thread is parked on the FIFO.
+# (within 5 s, for a loaded machine), so no thread is parked on the FIFO.
 slow=0
 for _ in $(seq 10); do
 	ans=$(ask) || slow=$((slow + 1))
 	[[ "$ans" == *'not a regular file'* ]] || slow=$((slow + 1))
 	sleep 0.1
 done
-is "$slow" 0 "10 polls with the FIFO in place each answered within 1 s"
+is "$slow" 0 "10 polls with the FIFO in place each answered within 5 s"
 # The refresh thread still runs: replace the FIFO and the verdict follows.
 printf 'healthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
-ok "$(wait_for 5 says '"healthy":true'; echo $?)" "after the FIFO is replaced the server reports healthy"
+ok "$(wait_for 20 says '"healthy":true'; echo $?)" "after the FIFO is replaced the server reports healthy"
 parse "$(ask)"
 is "$HEALTHY" true "the server's answer decodes as healthy"
 printf 'unhealthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
-ok "$(wait_for 5 says 'the app reports unhealthy'; echo $?)" "a rename-in-place update is seen"
+ok "$(wait_for 20 says 'the app reports unhealthy'; echo $?)" "a rename-in-place update is seen"
 printf 'healthy\n%s\n' "$(( $(now) - 120 ))" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
-ok "$(wait_for 5 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
+ok "$(wait_for 20 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=

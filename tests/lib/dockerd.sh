@@ -40,7 +40,7 @@ dh_child() {
 dh_kill() {
 	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; }
 	kill -TERM "$1" 2>/dev/null
-	if ! wait_for 10 dh_gone "$1"; then
+	if ! wait_for 30 dh_gone "$1"; then
 		diag "pid $1 ignored SIGTERM for 10 s, killing it"
 		kill -KILL "$1" 2>/dev/null
 	fi
@@ -137,6 +137,7 @@ dh_make_images() {
 dockerd_start() {
 	dh_skip_unless_usable
 	DH_T=$(mktemp -d /tmp/dh.XXXXXX) || { echo "Bail out! mktemp"; exit 1; }
+	python_first "$DH_T/.bin"
 	# A fatal signal skips the EXIT trap: turn the likely ones into exits
 	# (PIPE: the output went to a reader that stopped reading).
 	trap dh_exit EXIT
@@ -277,7 +278,7 @@ healthd_start() {
 		>"$DH_T/hd-$name.log" 2>&1 &
 	eval "HD_PID_$name=$!"
 	dh_track "$!"
-	wait_for 10 test -S "$DH_T/$name.sock"
+	wait_for 30 test -S "$DH_T/$name.sock"
 }
 
 # healthd_query NAME: the JSON body of a Health call (empty on failure).

@@ -5,6 +5,7 @@
 # scratch_more() and it runs first.
 T=$(mktemp -d /tmp/healthd-test.XXXXXX)
 PIDS=()
+python_first "$T/.bin"
 scratch_cleanup() {
 	declare -F scratch_more >/dev/null && scratch_more
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -14,14 +15,17 @@ trap scratch_cleanup EXIT
 
 # hung_socket PATH: a unix socket that accepts every connection and never
 # answers (a wedged Docker daemon), tracked in PIDS; returns once it listens.
+# Each connection it holds is a line in PATH.accepted, for a test to wait on
+# (rather than sleep) until a refresh is stuck in it.
 hung_socket() {
 	python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
 conns = []
-while True:
-    c, _ = s.accept(); conns.append(c)
+with open(sys.argv[1] + ".accepted", "a", buffering=1) as log:
+    while True:
+        c, _ = s.accept(); conns.append(c); log.write("accepted\n")
 ' "$1" &
 	PIDS+=($!)
-	wait_for 5 test -S "$1"
+	wait_for 20 test -S "$1"
 }
