@@ -141,14 +141,13 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 		return 0;
 	}
 	if (k == SOURCE_STATUS_FILE) {
-		/* Its one refusal is anything but a regular file. */
-		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi, err);
+		/* Never a failed refresh: whatever is at the path is judged. */
+		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi);
 		if (d) {
 			d->statusfile = sfi;
 			d->have_statusfile = true;
 		}
-		errbuf_tag(err, ERR_KIND_STATUSFILE_NOT_REGULAR, r == -EINVAL ? r : 0);
-		return errbuf_tag(err, ERR_KIND_STATUSFILE_UNREADABLE, r);
+		return r;
 	}
 	/* The runtime file is written when Compose starts, after the agent is
 	 * up: it is read afresh on every refresh. */

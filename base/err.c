@@ -85,8 +85,6 @@ static const char *const kind_text[ERR_KIND_COUNT] = {
 		"the container runtime took longer than the refresh timeout",
 	[ERR_KIND_RUNTIME_TOO_OLD] =
 		"the container runtime is too old (Docker API before 1.24)",
-	[ERR_KIND_STATUSFILE_NOT_REGULAR] = "the status file cannot be read: not a regular file",
-	[ERR_KIND_STATUSFILE_UNREADABLE] = "the status file cannot be read",
 };
 
 const char *err_kind_text(enum err_kind k)

@@ -225,100 +225,104 @@ static const char *file_type_name(mode_t m)
 	return "not a regular file";
 }
 
-/* Why the open of a status file failed, in words. */
+/* Why the open of a status file failed, in words: the agent's, never the
+ * path (upstream quotes both; the entry is served to anonymous callers). */
 static const char *open_error(int err)
 {
 	switch (err) {
-	case ENOENT:
-		return "does not exist";
-	case ENOTDIR:
-		return "does not exist (a component of its parent is not a directory)";
 	case EACCES:
 	case EPERM:
-		return "cannot be read: permission denied";
+		return "the status file cannot be read: permission denied";
 	case ELOOP:
-		return "cannot be opened: too many levels of symbolic links";
+		return "the status file cannot be opened: too many levels of symbolic links";
 	case ENXIO:
-		return "is a socket or a device with nothing behind it, not a regular file";
+		return "the status file is a socket or a device with nothing behind it; "
+		       "it must be a regular file";
 	case ENAMETOOLONG:
-		return "cannot be opened: the path is too long";
+		return "the status file cannot be opened: its path is too long";
+	case EISDIR:
+		return "the status file is a directory; it must be a regular file";
 	default:
-		return "cannot be opened";
+		return "the status file cannot be opened";
 	}
 }
 
-/* What judge_path found. */
-enum outcome { JUDGED_HEALTHY, JUDGED_UNHEALTHY, REFUSED };
+static bool say(char *reason, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static enum outcome say(enum outcome o, char *reason, size_t n, const char *fmt, ...)
+static bool say(char *reason, size_t n, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(reason, n, fmt, ap);
 	va_end(ap);
-	return o;
+	return false;
 }
 
-/* Judges the file at path, with the reason in reason[0..n) unless healthy.
- * Anything but a regular file is REFUSED (docs/design.md §4; dstack's page: "A FIFO is refused outright
- * rather than reported as unhealthy-with-a-reason"), before any read. */
-static enum outcome judge_path(const char *path, const char *shown, time_t now,
-			       char *reason, size_t n, struct statusfile_info *info)
+/* A missing file names its path, as it always has; any other failure to
+ * open is in the agent's words only. */
+static bool open_failed(int e, const char *shown, char *reason, size_t n)
+{
+	if (e == ENOENT)
+		return say(reason, n, "status file %s does not exist", shown);
+	if (e == ENOTDIR)
+		return say(reason, n, "status file %s does not exist (a component of its "
+			   "parent is not a directory)", shown);
+	return say(reason, n, "%s", open_error(e));
+}
+
+/* Judges the file at path: true when healthy, else false with the reason in
+ * reason[0..n). A file that is there but cannot be read (not a regular file,
+ * no permission, a symlink loop) is unhealthy on the refresh that finds it,
+ * as upstream judges it ("cannot read ..."): it is the app failing to hold up
+ * its end, not the agent failing to ask (docs/design.md §4). */
+static bool judge_path(const char *path, const char *shown, time_t now,
+		       char *reason, size_t n, struct statusfile_info *info)
 {
 	struct stat st;
-	/* Refuse by type before opening: opening a device can have effects of
+	/* Judge by type before opening: opening a device can have effects of
 	 * its own. The check is repeated on the open fd below, since the path
 	 * may be replaced in between. */
 	if (stat(path, &st) < 0)
-		return say(JUDGED_UNHEALTHY, reason, n, "status file %s %s", shown,
-			   open_error(errno));
+		return open_failed(errno, shown, reason, n);
 	if (!S_ISREG(st.st_mode))
-		return say(REFUSED, reason, n, "status file %s is %s; it must be a regular file",
-			   shown, file_type_name(st.st_mode));
+		return say(reason, n, "the status file is %s; it must be a regular file",
+			   file_type_name(st.st_mode));
 	/* O_NONBLOCK: a FIFO put in place after the stat must not park this
 	 * thread waiting for a writer. */
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		int e = errno;
-		return say(e == ENXIO ? REFUSED : JUDGED_UNHEALTHY, reason, n, "status file %s %s",
-			   shown, open_error(e));
-	}
+	if (fd < 0)
+		return open_failed(errno, shown, reason, n);
 	if (fstat(fd, &st) < 0)
-		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
+		return say(reason, n, "the status file cannot be read");
 	if (!S_ISREG(st.st_mode))
-		return say(REFUSED, reason, n, "status file %s is %s; it must be a regular file",
-			   shown, file_type_name(st.st_mode));
+		return say(reason, n, "the status file is %s; it must be a regular file",
+			   file_type_name(st.st_mode));
 	char buf[STATUSFILE_MAX_BYTES];
 	size_t got = 0;
 	/* A larger file is judged on its first bytes. */
 	if (readfile_fd(fd, buf, sizeof(buf), &got) < 0)
-		return say(JUDGED_UNHEALTHY, reason, n, "status file %s cannot be read", shown);
+		return say(reason, n, "the status file cannot be read");
 	info->read = true;
 	info->mtime = st.st_mtime;
 	statusfile_peek(buf, got, info);
-	return statusfile_parse(buf, got, now, reason, n) ? JUDGED_HEALTHY : JUDGED_UNHEALTHY;
+	return statusfile_parse(buf, got, now, reason, n);
 }
 
-int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err)
+int statusfile_judge(const char *path, time_t now, struct verdict *out)
 {
 	struct statusfile_info info;
-	return statusfile_judge_info(path, now, out, &info, err);
+	return statusfile_judge_info(path, now, out, &info);
 }
 
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
-			  struct statusfile_info *info, struct errbuf *err)
+			  struct statusfile_info *info)
 {
 	char shown[ERR_SHOWN_BYTES + 1], reason[ERR_SHOWN_BYTES + 256];
 
 	memset(info, 0, sizeof(*info));
 	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
-	enum outcome o = judge_path(path, shown, now, reason, sizeof(reason), info);
-	if (o == REFUSED)
-		return errbuf_set(err, EINVAL, "%s", reason);
-	out->healthy = o == JUDGED_HEALTHY;
+	out->healthy = judge_path(path, shown, now, reason, sizeof(reason), info);
 	if (out->healthy)
 		return 0;
 	return verdict_add(out, STATUSFILE_ENTRY, "%s", reason);

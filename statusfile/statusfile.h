@@ -26,13 +26,12 @@ bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
 
 /* Reads path (following symlinks, never blocking, at most
- * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into out, which must be initialised.
- * Every content rule is a verdict. Anything but a regular file (a FIFO, a
- * directory, a device, a socket) is refused outright, without a read: that
- * returns -EINVAL with err naming it, and the refresh counts as failed rather
- * than judged (spec: "A FIFO is refused outright rather than reported as
- * unhealthy-with-a-reason"). -ENOMEM. */
-int statusfile_judge(const char *path, time_t now, struct verdict *out, struct errbuf *err);
+ * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into
+ * out, which must be initialised. Everything is a verdict: a missing file, one
+ * that is not a regular file (a FIFO, a directory, a device, a socket: never
+ * opened for a blocking read) or cannot be opened is an entry like any
+ * content rule (docs/design.md §4). 0, or -ENOMEM. */
+int statusfile_judge(const char *path, time_t now, struct verdict *out);
 
 /* What the operator's view shows of the file: never its bytes, only what
  * parsed. */
@@ -45,7 +44,7 @@ struct statusfile_info {
 };
 /* statusfile_judge, filling info (zeroed first) as well. */
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
-			  struct statusfile_info *info, struct errbuf *err);
+			  struct statusfile_info *info);
 /* Pure: line 1's word and line 2's time, as far as they parse. */
 void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info);
 

@@ -103,7 +103,11 @@ served runtime-file-dir "app-compose-runtime.json cannot be read" \
 mkfifo "$D/health"
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"%s"}}\n' \
 	"$D/health" >"$D/sf.json"
-served statusfile-fifo "the status file cannot be read: not a regular file" --compose-file "$D/sf.json"
+# A status file that is not a regular file is an entry, not an error: in the
+# agent's words, without the path.
+out=$("$BIN" --once --compose-file "$D/sf.json" 2>/dev/null)
+is "$out" '{"healthy":false,"unhealthy":[{"name":"<health_file>","status":"the status file is a FIFO; it must be a regular file"}],"error":""}' \
+	"statusfile-fifo: an entry in the agent's words, error empty, no path"
 
 # app-compose.json: named, its path is not; the field names are.
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_status_file":"rel"}}\n' \

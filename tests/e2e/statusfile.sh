@@ -81,17 +81,7 @@ expect() {
 	else
 		like "$STATUS" "^<health_file>=$4\$" "$1: the reason"
 	fi
-}
-
-# expect_refused DESC DETAIL-REGEX: anything but a regular file is refused
-# outright: the refresh fails (error set, no entries), it is not judged. The
-# error is the agent's fixed text; the detail is in the log (stderr).
-expect_refused() {
-	is "$RC" 3 "$1: exit status 3 (could not judge)"
-	is "$HEALTHY" false "$1: healthy is false"
-	is "$STATUS" "" "$1: no entries (refused, not judged)"
-	is "$ERROR" "the status file cannot be read: not a regular file" "$1: the error says so"
-	like "$(cat "$T/stderr")" "$2\$" "$1: the log names it"
+	is "$ERROR" "" "$1: error is empty (judged, not a failed refresh)"
 }
 
 S=$T/st/health
@@ -196,13 +186,13 @@ expect "symlinked parent directory followed" 0 true
 
 ln -s "$T/real" "$T/st/dirlink"
 compose "$T/st/dirlink"; once
-expect_refused "symlink to a directory refused" "status file .*/st/dirlink is a directory; it must be a regular file"
+expect "symlink to a directory" 1 false "the status file is a directory; it must be a regular file"
 
 compose "$T/real"; once
-expect_refused "a directory refused" "status file .*/real is a directory; it must be a regular file"
+expect "a directory" 1 false "the status file is a directory; it must be a regular file"
 
 compose /dev/null; once
-expect_refused "a device refused" "status file /dev/null is a character device; it must be a regular file"
+expect "a device" 1 false "the status file is a character device; it must be a regular file"
 
 # A larger file is judged on its first 4096 bytes, as if it ended there.
 { printf 'healthy\n%s\n' "$(now)"; head -c 4096 /dev/zero | tr '\0' '\n'; } >"$T/st/big"
@@ -233,13 +223,18 @@ expect "very long path" 1 false "status file .*\.\.\. does not exist"
 ok "$([[ "$STATUS" != *"$long"* && ${#STATUS} -lt 340 ]]; echo $?)" \
 	"the long path is cut at 256 bytes (${#STATUS} bytes shown)"
 
-# A FIFO with no writer is refused, and never blocks: --once first.
+# A FIFO with no writer is judged at once, never opened for a blocking read,
+# and its status names no path: --once first.
 mkfifo "$T/st/fifo"
 compose "$T/st/fifo"
 start=$(date +%s%N); once; took=$(( ($(date +%s%N) - start) / 1000000 ))
-expect_refused "FIFO refused" "status file .*/st/fifo is a FIFO; it must be a regular file"
+expect "FIFO" 1 false "the status file is a FIFO; it must be a regular file"
 # A stalled --once would be killed by once's timeout (10 s).
 ok "$([ "$took" -lt 8000 ]; echo $?)" "a FIFO does not stall --once (${took} ms)"
+mkdir "$T/st/dir"
+compose "$T/st/dir"; once
+expect "directory" 1 false "the status file is a directory; it must be a regular file"
+compose "$T/st/fifo"
 
 # --- the long-running server --------------------------------------------------
 ask() {
@@ -252,14 +247,14 @@ says() { ask | grep -q -- "$1"; }
 	--runtime-file "$T/no-runtime.json" --interval 0.2 2>"$T/server.log" &
 SERVER_PID=$!
 ok "$(wait_for 30 test -S "$T/sock"; echo $?)" "the server listens on a unix socket"
-ok "$(wait_for 20 says 'not a regular file'; echo $?)" "the server reports the FIFO"
+ok "$(wait_for 20 says 'the status file is a FIFO; it must be a regular file'; echo $?)" "the server reports the FIFO"
 ok "$(grep -q 'is a FIFO; it must be a regular file' "$T/server.log"; echo $?)" "the log names it"
 # Several refresh periods with the FIFO in place: every poll is answered
 # (within 5 s, for a loaded machine), so no thread is parked on the FIFO.
 slow=0
 for _ in $(seq 10); do
 	ans=$(ask) || slow=$((slow + 1))
-	[[ "$ans" == *'not a regular file'* ]] || slow=$((slow + 1))
+	[[ "$ans" == *'is a FIFO'* ]] || slow=$((slow + 1))
 	sleep 0.1
 done
 is "$slow" 0 "10 polls with the FIFO in place each answered within 5 s"
@@ -272,6 +267,45 @@ printf 'unhealthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
 ok "$(wait_for 20 says 'the app reports unhealthy'; echo $?)" "a rename-in-place update is seen"
 printf 'healthy\n%s\n' "$(( $(now) - 120 ))" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
 ok "$(wait_for 20 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+
+# --- an unreadable file is judged on the very next refresh ------------------
+# A FIFO or a directory put in place of a fresh healthy file is an entry on
+# the first refresh that starts after the swap, not a failed refresh that
+# keeps healthy:true for two more. Counted in refreshes (the control
+# socket's /metrics), not in wall time: refresh N+1 may have been under way
+# at the swap; N+2 started after it and must already say so.
+CTL=$T/ctl.sock
+ctl() { curl -s --max-time 10 --unix-socket "$CTL" "http://x/$1"; }
+refreshes() { ctl metrics | awk '/^dstack_healthd_refreshes_total/ { n += $2 } END { print n + 0 }'; }
+reached() { [ "$(refreshes)" -ge "$1" ]; }
+printf 'healthy\n%s\n' "$(now)" >"$T/st/swap"
+compose "$T/st/swap"
+"$BIN" --listen "unix:$T/sock2" --control-socket "$CTL" --compose-file "$T/app-compose.json" \
+	--runtime-file "$T/no-runtime.json" --interval 2 2>"$T/server2.log" &
+SERVER_PID=$!
+ok "$(wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"; echo $?)" \
+	"next refresh: the fresh file is served healthy"
+# swap_in KIND MAKE...: replaces the file, waits two refreshes, checks.
+swap_in() {
+	local kind=$1 n
+	shift
+	printf 'healthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/swap"
+	wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"
+	rm -f "$T/st/swap"; "$@" "$T/st/swap"
+	n=$(refreshes)
+	ok "$(wait_for 20 reached $((n + 2)); echo $?)" "next refresh ($kind): two refreshes ran after the swap"
+	parse "$(ctl status | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["verdict"]))')"
+	is "$HEALTHY" false "next refresh ($kind): healthy:false already"
+	is "$STATUS" "<health_file>=the status file is $kind; it must be a regular file" \
+		"next refresh ($kind): the entry says why, no path"
+	is "$ERROR" "" "next refresh ($kind): error stays empty"
+	rm -rf "$T/st/swap"
+}
+swap_in "a FIFO" mkfifo
+swap_in "a directory" mkdir
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=
