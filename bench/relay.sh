@@ -41,10 +41,12 @@ relay_section() {
 
 	# The stand-in guest agent: relay_load.py's log streams behind an
 	# upstream nginx that serves the pages. Not pinned (the two CPUs are
-	# the fronts' and the load generators'), but at the same priority, so
-	# that it is never the one left waiting.
+	# the fronts' and the load generators'), and at SCHED_FIFO below them
+	# (5): above the machine's other load, but never keeping a front or a
+	# generator from running (at the same priority, wrk against it alone
+	# ran three times its duration).
 	UPS=("${SRV[@]}")
-	[ "${UPS[0]:-}" = chrt ] && UPS=(chrt -f 10) || UPS=()
+	[ "${UPS[0]:-}" = chrt ] && UPS=(chrt -f 5) || UPS=()
 	log_port=$(free_port)
 	"${UPS[@]}" python3 bench/relay_load.py serve "$log_port" >"$T/relay_logs.log" 2>&1 &
 	PIDS+=($!)

@@ -235,6 +235,7 @@ wrk_run() {
 		"${script[@]}" "$url" >"$T/wrk.out" 2>&1
 	c1=$(cpu_ticks "$pid")
 	cat "$T/wrk.out" >>"$T/wrk.log"
+	grep -q '^Requests/sec:' "$T/wrk.out" || say "wrk $mode $conn on port $port gave no figure: counted as 0"
 	awk -v cpu=$(((c1 - c0) * 1000000 / TCK)) '
 		function us(s) {
 			if (s ~ /us$/) return s + 0
