@@ -174,8 +174,8 @@ static void log_changes(const struct agent *old, const struct agent *now)
 		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
 				     "until a restart", n->listen);
 	if (strcmp(o->relay, n->relay))
-		log_msg(LOG_WARNING, "reload: relay changed to '%s'; the relay is kept "
-				     "until a restart", n->relay);
+		log_msg(LOG_WARNING, "reload: relay changed to %s; the relay is kept "
+				     "until a restart", *n->relay ? n->relay : "none");
 	if (old->m.ok && now->m.ok && strcmp(old->m.app.hash, now->m.app.hash))
 		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
 			old->m.app.hash, now->m.app.hash);

@@ -10,6 +10,9 @@
  *     (libmicrohttpd's own timeout restarts on every byte);
  *   - when the slots are full and someone waits in the backlog, the
  *     connection that has waited longest for its request is closed first.
+ * With a relay (rpc/relay.h), a connection whose first request line, once
+ * whole, is not for Health is handed to it instead of to the daemon
+ * (docs/design.md §3.1); until then it is the gate's, under the same rules.
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its
  * handlers, the gate owns the daemon.

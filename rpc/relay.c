@@ -166,12 +166,14 @@ static int pump(struct link *l, int d)
 	}
 }
 
-static void link_run(struct relay *r, struct link *l)
+/* failed: a socket reported an error (a reset) that pumping may not
+ * have met; what could still move has moved. */
+static void link_run(struct relay *r, struct link *l, bool failed)
 {
 	int e = pump(l, 0);
 	if (!e)
 		e = pump(l, 1);
-	if (e || (l->shut[0] && l->shut[1]))
+	if (e || failed || (l->shut[0] && l->shut[1]))
 		link_close(r, l);
 }
 
@@ -199,7 +201,7 @@ static void link_connected(struct relay *r, struct link *l)
 	unlink_link(l);
 	l->connecting = false;
 	note_reach(r, 0);
-	link_run(r, l);
+	link_run(r, l, false);
 }
 
 static int watch(struct relay *r, struct link *l, int side)
@@ -240,7 +242,7 @@ static void link_open(struct relay *r, int fd, int64_t now)
 	}
 	if (connect(l->fd[1], (struct sockaddr *)&r->addr, r->alen) == 0) {
 		note_reach(r, 0);
-		link_run(r, l);
+		link_run(r, l, false);
 		return;
 	}
 	/* A unix socket whose backlog is full says EAGAIN: unreachable too. */
@@ -303,7 +305,7 @@ static void *relay_run(void *arg)
 				if (e->side == 1)
 					link_connected(r, l);
 			} else {
-				link_run(r, l);
+				link_run(r, l, ev[i].events & EPOLLERR);
 			}
 		}
 	}
