@@ -81,7 +81,8 @@ static void refuse(int fd, unsigned code, const char *reason, const char *body)
 			   "HTTP/1.1 %u %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
 			   code, reason, strlen(body) + 1, body);
-	if (len > 0 && (size_t)len < sizeof(buf) && send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len)
+	if (len > 0 && (size_t)len < sizeof(buf) &&
+	    send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) == len)
 		shutdown(fd, SHUT_WR);
 	close(fd);
 }
@@ -110,7 +111,7 @@ static void link_close(struct relay *r, struct link *l)
 	atomic_fetch_sub(&r->used, 1);
 }
 
-/* Log transitions, not connections: one warning per outage, one notice
+/* Log transitions, not connections: one warning per outage, one info line
  * when it ends. */
 static void note_reach(struct relay *r, int e)
 {
