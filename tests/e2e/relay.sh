@@ -35,7 +35,7 @@ stand_in() {
 	python3 "$GA" --listen "127.0.0.1:${1:-0}" --ready "$T/ga.port" 2>>"$T/ga.log" &
 	GA_PID=$!
 	PIDS+=($GA_PID)
-	wait_for 30 test -s "$T/ga.port" || return 1
+	wait_for 60 test -s "$T/ga.port" || { sed 's/^/# stand-in: /' "$T/ga.log"; return 1; }
 	GP=$(cat "$T/ga.port")
 }
 # agent NAME ARGS...: starts an agent on a free port, sets its port in NAME
@@ -53,7 +53,7 @@ fds() { ls "/proc/$1/fd" | wc -l; }
 # Connections between the agent and the stand-in, in any state but closed.
 upstream_conns() { ss -Htn "( dport = :$GP )" | grep -vc TIME-WAIT; }
 health() { curl -s --max-time 20 -X POST "http://127.0.0.1:$1/prpc/v1/Health${2:-}" -d '{}'; }
-ctl() { curl -s --max-time 20 --unix-socket "$T/ctl.sock" "http://x/$1"; }
+ctl() { curl -s --max-time 20 --unix-socket "$T/${CTL:-ctl}.sock" "http://x/$1"; }
 relay_field() { ctl status | python3 -c "import json,sys; print(json.load(sys.stdin)['relay']['$1'])"; }
 
 stand_in || { echo "not ok 1 - the stand-in did not start"; echo "1..1"; exit 1; }
@@ -153,7 +153,8 @@ is "$(grep -c 'reachable again' "$T/A.log")" 1 "the recovery is logged once"
 # An fd limit that leaves room for Health's 1024 slots (and the gate's 128
 # spare) and two relayed connections of 6 fds each.
 (ulimit -n $((1024 + 64 + 64 + 2 * 6)) && exec "$BIN" --listen 127.0.0.1:0 \
-	--compose-file "$T/app.json" --relay "127.0.0.1:$GP" 2>"$T/F.log") &
+	--compose-file "$T/app.json" --relay "127.0.0.1:$GP" --control-socket "$T/ctlF.sock" \
+	2>"$T/F.log") &
 F_PID=$!
 PIDS+=($F_PID)
 wait_for 20 grep -q 'serving on 127.0.0.1:' "$T/F.log"
@@ -168,4 +169,6 @@ out=$(curl -s --max-time 20 -w ' %{http_code}' "http://127.0.0.1:$F/" | tr -d '\
 is "$out" "service unavailable: too many relayed connections 503" \
 	"relay slots full: 503 with a short body in the agent's words"
 like "$(health "$F" '?json')" '"healthy":true' "relay slots full: Health is still answered"
+is "$(CTL=ctlF relay_field refused_full) $(CTL=ctlF relay_field open)" "1 2" \
+	"/status: refused_full counts the 503, open the two streams"
 done_testing

@@ -5,7 +5,7 @@
   guest_agent.py --listen HOST:PORT | --unix PATH  [--ready FILE]
 
 A real HTTP/1.1 server (http.server, a thread per connection) serving:
-  GET  /                 1 MiB, the same bytes every time (sha256 in
+  GET  /                 1 MiB of random bytes, the same until a restart (sha256 in
                          /page.sha256, so a test compares without a copy)
   GET  /page.sha256      that sha256, hex
   GET  /logs/NAME        chunked, "line N" every 100 ms until the client
@@ -27,7 +27,7 @@ import socketserver
 import sys
 import time
 
-PAGE = bytes((i * 7 + i // 251) & 0xFF for i in range(1 << 20))
+PAGE = os.urandom(1 << 20)  # a new page each start: compare within one run
 PAGE_SHA = hashlib.sha256(PAGE).hexdigest().encode()
 
 
