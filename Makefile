@@ -60,7 +60,8 @@ $(BUILD)/config.mk: $(BUILD)/pkg-config.id
 	} > $@.tmp && mv $@.tmp $@
 # The targets a person runs on a fresh machine install the dependencies
 # first and build in a sub-make, so they must not need them yet.
-NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall
+NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
+	install-front
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
 include $(BUILD)/config.mk
 endif
@@ -198,6 +199,27 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
 		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) 2>/dev/null
+	@# install-front's files, unless changed since: like a conffile, an
+	@# edited one (or one that install-front did not write) is left.
+	for f in $(FRONT_FILES); do \
+		! cmp -s $$f $(DESTDIR)$(SYSCONFDIR)/dstack/$${f##*/} || \
+			rm -f $(DESTDIR)$(SYSCONFDIR)/dstack/$${f##*/} || exit 1; \
+	done
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/dstack 2>/dev/null
+
+# The front of the agent port in a dstack guest image (README, "In a dstack
+# guest image"): the guest agent's listener moved to 127.0.0.1:18090 and the
+# agent's config that relays to it. Both under SYSCONFDIR (not PREFIX): the
+# guest agent reads /etc/dstack/dstack.toml, the agent /etc/dstack/healthd.json.
+# Apart from `install`, so that a plain install changes no other program's
+# port; the Debian package dstack-healthd-front and the recipe's ${PN}-front
+# ship it.
+SYSCONFDIR ?= /etc
+FRONT_FILES := packaging/front/dstack.toml packaging/front/healthd.json
+.PHONY: install-front
+install-front:
+	$(INSTALL) -d $(DESTDIR)$(SYSCONFDIR)/dstack
+	$(INSTALL) -m 0644 $(FRONT_FILES) $(DESTDIR)$(SYSCONFDIR)/dstack/
 
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source
@@ -217,8 +239,8 @@ deb:
 		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
 		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
 		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
-	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb $(BUILD)/; \
-	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb
+	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \
+	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb $(BUILD)/dstack-healthd-front_$(VERSION)_*.deb
 
 # Benchmarks (bench/README.md): as root on Debian it installs wrk, nginx and
 # valgrind first; prints one table, also left in $(BUILD)/bench/results.txt.

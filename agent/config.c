@@ -16,6 +16,7 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/readfile.h"
+#include "rpc/relay.h"
 #include "rpc/server.h"
 #include "runtime/http.h"
 
@@ -47,6 +48,10 @@ static const struct opt_def opts[] = {
 	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
 	    "also serve /metrics alone on this TCP HOST:PORT, e.g. 127.0.0.1:9464; "
 	    "never a public address (default: none)"),
+	OPT("relay", OPT_STRING_EMPTY, relay, "ADDR",
+	    "relay every connection whose first request is not for "
+	    "/prpc/v1/Health to the guest agent at HOST:PORT or unix:PATH, e.g. "
+	    "127.0.0.1:18090 (default: none)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
 	    "the app's app-compose.json (default "
 	    "/dstack/.host-shared/app-compose.json)"),
@@ -366,12 +371,13 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->nerdctl = strdup("nerdctl");
 	c->control_socket = strdup(CONFIG_DEFAULT_CONTROL_SOCKET);
 	c->metrics_listen = strdup("");
+	c->relay = strdup("");
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
 		if ((opts[i].offset == offsetof(struct config, docker_host) && dh && *dh) ||
 		    (opts[i].offset == offsetof(struct config, docker_tls_verify) && tls) ||
 		    (opts[i].offset == offsetof(struct config, docker_cert_path) && certs && *certs))
 			c->origin[i] = CONFIG_FROM_DOCKER_ENV;
-	if (!c->control_socket || !c->metrics_listen || !c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
+	if (!c->control_socket || !c->metrics_listen || !c->relay || !c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
 	    !c->docker_cert_path || !c->nerdctl)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	return 0;
@@ -642,6 +648,8 @@ int config_check(const struct config *c, struct errbuf *err)
 		return blame(c, "listen", r, err);
 	if (*c->metrics_listen && (r = rpc_listen_parse(c->metrics_listen, true, err)) < 0)
 		return blame(c, "metrics_listen", r, err);
+	if (*c->relay && (r = relay_parse(c->relay, err)) < 0)
+		return blame(c, "relay", r, err);
 	if (*c->control_socket) {
 		char spec[PATH_MAX_WHERE];
 		if (c->control_socket[0] != '/')

@@ -36,6 +36,7 @@
 #include "base/version.h"
 #include "rpc/control.h"
 #include "rpc/encode.h"
+#include "rpc/relay.h"
 #include "rpc/server.h"
 
 #define EXIT_CONFIG 2
@@ -172,6 +173,9 @@ static void log_changes(const struct agent *old, const struct agent *now)
 	if (strcmp(o->listen, n->listen))
 		log_msg(LOG_WARNING, "reload: listen changed to %s; the listener is kept "
 				     "until a restart", n->listen);
+	if (strcmp(o->relay, n->relay))
+		log_msg(LOG_WARNING, "reload: relay changed to %s; the relay is kept "
+				     "until a restart", *n->relay ? n->relay : "none");
 	if (old->m.ok && now->m.ok && strcmp(old->m.app.hash, now->m.app.hash))
 		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
 			old->m.app.hash, now->m.app.hash);
@@ -251,6 +255,7 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	}
 	if (strcmp(a->cfg.control_socket, n.cfg.control_socket) ||
 	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen) ||
+	    strcmp(a->cfg.relay, n.cfg.relay) ||
 	    a->cfg.header_timeout_ms != n.cfg.header_timeout_ms) {
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
@@ -418,6 +423,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	opview_init(&view);
 	opview_publish_config(&view, &a->cfg);
 	struct rpc_server *srv = NULL;
+	struct relay *relay = NULL;
 	struct control *ctl = NULL;
 	struct refresher *rf = NULL;
 	struct rpc_server_opts so = {
@@ -438,6 +444,14 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		.reload_ask = ask_reload, .drain = the_drain,
 	};
 	int rc = EXIT_FAILURE;
+	if (*a->cfg.relay) {
+		struct relay_opts ro = { .address = a->cfg.relay };
+		if (relay_start(&ro, &relay, &err) < 0) {
+			log_msg(LOG_ERR, "%s", err.msg);
+			goto out;
+		}
+		so.relay = co.relay = relay;
+	}
 	if (rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
@@ -447,6 +461,13 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
 	else
 		local_desc(control_fd, metrics_fd, local, sizeof(local));
+	if (relay) {
+		size_t l = strlen(local);
+		struct relay_stats st;
+		relay_stats(relay, &st);
+		snprintf(local + l, sizeof(local) - l, "; relaying all but Health to %s (%u slots)",
+			 a->cfg.relay, st.slots);
+	}
 	rchan.ctl = ctl;
 	log_start(a, desc, local);
 	log_manifest(a);
@@ -472,6 +493,7 @@ out:
 	rchan.ctl = NULL;
 	control_stop(ctl);
 	rpc_server_stop(srv);
+	relay_stop(relay); /* after the gate: nothing hands it more */
 	drain_free(the_drain);
 	the_drain = NULL;
 	cache_free(cache);

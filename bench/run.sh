@@ -12,7 +12,8 @@
 # default 3), BENCH_DOCKERD=0 skips the real-dockerd part, BENCH_RT=0 runs
 # servers and load generators at normal priority instead of SCHED_FIFO,
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
-# the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only.
+# the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only,
+# BENCH_ONLY=relay section 7 only.
 set -u
 # No agent started here creates the system-wide control socket; the one
 # measured with the view on passes --control-socket in $T.
@@ -142,6 +143,7 @@ agent() {
 }
 
 health() { curl -s --max-time 2 -X POST "http://127.0.0.1:$1/prpc/v1/Health?json" -d '{}'; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 determined() { ! health "$1" | grep -q 'not been determined'; }
 
 # --- Memory ------------------------------------------------------------------
@@ -216,17 +218,24 @@ cpu_ticks() {
 }
 TCK=$(getconf CLK_TCK)
 
-# wrk_run PORT PID json|pb keepalive|close: "req/s p50_us p99_us cpu_us_per_request"
+# wrk_run PORT PID json|pb|get:PATH keepalive|close: "req/s p50_us p99_us
+# cpu_us_per_request"; json and pb POST to Health, get:PATH GETs PATH
 wrk_run() {
-	local port=$1 pid=$2 mode=$3 conn=$4 url hdr=() c0 c1
-	url="http://127.0.0.1:$port/prpc/v1/Health"
-	[ "$mode" = json ] && url="$url?json"
+	local port=$1 pid=$2 mode=$3 conn=$4 url hdr=() c0 c1 script=()
+	case $mode in
+	get:*) url="http://127.0.0.1:$port${mode#get:}" ;;
+	*)
+		url="http://127.0.0.1:$port/prpc/v1/Health"
+		[ "$mode" = json ] && url="$url?json"
+		script=(-s "$T/$mode.lua") ;;
+	esac
 	[ "$conn" = close ] && hdr=(-H 'Connection: close')
 	c0=$(cpu_ticks "$pid")
 	timeout --foreground $((D + 30)) "${GEN[@]}" wrk -t1 -c"$CONNS" -d"${D}s" --latency "${hdr[@]}" \
-		-s "$T/$mode.lua" "$url" >"$T/wrk.out" 2>&1
+		"${script[@]}" "$url" >"$T/wrk.out" 2>&1
 	c1=$(cpu_ticks "$pid")
 	cat "$T/wrk.out" >>"$T/wrk.log"
+	grep -q '^Requests/sec:' "$T/wrk.out" || say "wrk $mode $conn on port $port gave no figure: counted as 0"
 	awk -v cpu=$(((c1 - c0) * 1000000 / TCK)) '
 		function us(s) {
 			if (s ~ /us$/) return s + 0
@@ -270,8 +279,31 @@ nginx_start() { # nginx_start JSONBODY PBBODY: one worker, on $NPORT
 		{ say "nginx does not serve the agent's bytes"; exit 1; }
 }
 
+# The table, printed and left in $OUT, with the machine it was taken on.
+table_out() {
+	{
+		echo "dstack-healthd $(git describe --always --dirty 2>/dev/null) bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
+		echo "machine: $(nproc) CPUs ($(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
+		echo "load average at start: $LOAD0; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+		echo "server runs under: ${SRV[*]:-(nothing)}; load generator under: ${GEN[*]:-(nothing)}"
+		cat "$T/table"
+	} >"$OUT"
+	mkdir -p "$B/bench/logs"
+	cp "$T"/*.log "$B/bench/logs/" 2>/dev/null
+	echo
+	cat "$OUT"
+}
+
 say "machine: $(nproc) CPUs, $(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -1), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# BENCH_ONLY=relay: section 7 alone (bench/relay.sh).
+. bench/relay.sh
+if [ "$ONLY" = relay ]; then
+	relay_section || exit 1
+	table_out
+	exit 0
+fi
 
 # The agent as deployed (5 s cadence) judging a healthy 10-container project
 # through the API 1.52 list.
@@ -395,7 +427,6 @@ stop_pid "$NGINX_PID"
 # does not move: each server under callgrind, once idle and once answering
 # 3000 requests (600/s for 5 s, open loop), the difference over 3000. The
 # kernel's share (accept, read, write, close) is not in it.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 healthy_on() { health "$1" | grep -q '"healthy":true'; }
 # cg_server agent|nginx REQUESTS CONN: total Ir of one server run, in CG_IR
 cg_server() {
@@ -696,16 +727,13 @@ listener_attack "trickle 200, poller's addr" slowloris 127.0.0.1 200
 listener_attack "idle 2000, poller's addr" idle 127.0.0.1 2000
 stop_pid "$L_PID"
 
+# --- 7. The agent as the front of port 8090 (bench/relay.sh) -------------------------------------
+
+if [ -z "$ONLY" ]; then
+	say "7. the relay"
+	relay_section || say "the relay section stopped (above)"
+fi
+
 # --- The table -----------------------------------------------------------------------------------
 
-{
-	echo "dstack-healthd $(git describe --always --dirty 2>/dev/null) bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "machine: $(nproc) CPUs ($(sed -n 's/^model name\t*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
-	echo "load average at start: $LOAD0; at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "server runs under: ${SRV[*]:-(nothing)}; load generator under: ${GEN[*]:-(nothing)}"
-	cat "$T/table"
-} >"$OUT"
-mkdir -p "$B/bench/logs"
-cp "$T"/*.log "$B/bench/logs/" 2>/dev/null
-echo
-cat "$OUT"
+table_out

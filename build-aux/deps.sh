@@ -14,6 +14,8 @@ pkgs_test="$pkgs_test prometheus"
 # The package and the real-systemd test (tests/e2e/systemd.sh):
 # dpkg-buildpackage, dh, debootstrap, and systemd-socket-activate.
 pkgs_test="$pkgs_test dpkg-dev debhelper debootstrap systemd valgrind"
+# lintian, which the package tests run on both packages (systemd.sh, front.sh).
+pkgs_test="$pkgs_test lintian"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"

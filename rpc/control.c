@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -12,8 +13,10 @@
 
 #include <microhttpd.h>
 
+#include "base/cleanup.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
+#include "rpc/relay.h"
 
 /* A POST /reload waiting, suspended, for the main thread's answer. */
 struct pending {
@@ -148,6 +151,53 @@ static int drain_status_json(struct control *ct, struct json_buf *b)
 	return e;
 }
 
+/* "relay": where to and what it has done; null without one. */
+static int relay_status_json(struct control *ct, struct json_buf *b)
+{
+	if (!ct->o.relay)
+		return json_buf_puts(b, ",\"relay\":null");
+	struct relay_stats st;
+	relay_stats(ct->o.relay, &st);
+	int e = json_buf_puts(b, ",\"relay\":{\"address\":");
+	if (!e) e = json_buf_string(b, relay_address(ct->o.relay));
+	if (!e) e = view_printf(b, ",\"slots\":%u,\"open\":%llu,\"total\":%llu,"
+				"\"refused_full\":%llu,\"unreachable\":%llu}",
+				st.slots, (unsigned long long)st.open, (unsigned long long)st.total,
+				(unsigned long long)st.refused, (unsigned long long)st.unreachable);
+	return e;
+}
+
+static int relay_metrics(struct control *ct, struct json_buf *b)
+{
+	if (!ct->o.relay)
+		return 0;
+	struct relay_stats st;
+	relay_stats(ct->o.relay, &st);
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+		{ "dstack_healthd_relay_open", "gauge",
+		  "connections relayed to the guest agent now", offsetof(struct relay_stats, open) },
+		{ "dstack_healthd_relay_total", "counter",
+		  "connections taken for relaying to the guest agent",
+		  offsetof(struct relay_stats, total) },
+		{ "dstack_healthd_relay_refused_full_total", "counter",
+		  "connections answered 503: every relay slot was taken",
+		  offsetof(struct relay_stats, refused) },
+		{ "dstack_healthd_relay_unreachable_total", "counter",
+		  "connections answered 502: the guest agent could not be reached",
+		  offsetof(struct relay_stats, unreachable) },
+	};
+	int e = 0;
+	for (size_t i = 0; !e && i < ARRAY_SIZE(m); i++) {
+		e = view_prom_family(b, m[i].name, m[i].type, m[i].help);
+		if (!e) e = view_prom_sample(b, m[i].name, NULL,
+					     (double)*(const uint64_t *)((const char *)&st + m[i].off));
+	}
+	return e;
+}
+
 static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 {
 	struct json_buf b = { 0 };
@@ -168,6 +218,7 @@ static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 	if (!e) e = json_buf_puts(&b, ",\"pollers\":");
 	if (!e) e = pollers_json(ct, &b);
 	if (!e && ct->o.drain) e = drain_status_json(ct, &b);
+	if (!e) e = relay_status_json(ct, &b);
 	if (!e) e = json_buf_puts(&b, "}\n");
 	view_unref(v);
 	return reply_buf(c, "application/json", &b, e);
@@ -202,6 +253,7 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 				     "1 while the instance is drained (dstack-healthd drain)");
 	if (!e) e = view_prom_sample(&b, "dstack_healthd_draining", NULL,
 				     ct->o.drain && drain_active(ct->o.drain));
+	if (!e) e = relay_metrics(ct, &b);
 	if (!e && v && v->metrics)
 		e = json_buf_put(&b, v->metrics, v->metrics_len);
 	view_unref(v);

@@ -22,6 +22,8 @@
 /* A request line and a few headers: curl's or our own client's. */
 #define CONTROL_CONNECTION_MEMORY (8 * 1024)
 
+struct relay;
+
 struct control_opts {
 	int listen_fd;  /* the unix socket, bound and listening, or -1; taken */
 	int metrics_fd; /* a TCP listener for /metrics alone, or -1; taken */
@@ -35,6 +37,8 @@ struct control_opts {
 	void *reload_arg;
 	/* POST /drain, POST /resume, GET /drain (issue 12); NULL: not offered. */
 	struct drain *drain;
+	/* Its counters in /status and /metrics; NULL: no relay. */
+	struct relay *relay;
 };
 
 struct control;

@@ -16,6 +16,7 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "rpc/relay.h"
 
 /* Accepted per turn of the loop before libmicrohttpd reads them. It also
  * bounds the connections being closed beyond the slots at any moment, so
@@ -52,6 +53,7 @@ struct gate {
 	struct conn waiting; /* sentinel of a circular list */
 	MHD_RequestCompletedCallback completed;
 	void *completed_cls;
+	struct relay *relay;
 };
 
 static void unlink_conn(struct conn *k)
@@ -187,15 +189,50 @@ static bool looks_like_http(const unsigned char *p, size_t n)
 	return i == n || tok > 0;
 }
 
-/* A connection's first look: 1 to hand to the daemon, 0 to wait for its
- * first bytes, -1 to close (garbage, or gone). */
-static int first_look(int fd)
+enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay)
 {
-	unsigned char buf[32];
-	ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (!looks_like_http(p, n))
+		return GATE_CLOSE;
+	if (!relay)
+		return GATE_AGENT;
+	/* Empty lines before a request are allowed (RFC 9112 §2.2). */
+	size_t i = 0;
+	while (i < n && (p[i] == '\r' || p[i] == '\n'))
+		i++;
+	if (i == n)
+		return ended ? GATE_CLOSE : GATE_WAIT;
+	/* Routed only once the line is whole: until then the connection is
+	 * the gate's, under header_timeout, however slowly it trickles. */
+	const unsigned char *eol = memchr(p + i, '\n', n - i);
+	if (!eol && !ended)
+		return GATE_WAIT;
+	const unsigned char *end = eol ? eol : p + n;
+	const unsigned char *sp = memchr(p + i, ' ', (size_t)(end - p - i));
+	if (!sp)
+		return GATE_AGENT; /* no target: the daemon says what is wrong */
+	const unsigned char *t = sp + 1;
+	size_t tlen = 0;
+	while (t + tlen < end && t[tlen] != ' ' && t[tlen] != '\r' && t[tlen] != '?')
+		tlen++;
+	bool health = tlen == strlen(GATE_HEALTH_PATH) && !memcmp(t, GATE_HEALTH_PATH, tlen);
+	return health ? GATE_AGENT : GATE_RELAY;
+}
+
+/* A connection's first look. hup: the peer has ended its stream (or
+ * failed), so what is there is all there will be. */
+static enum gate_route first_look(struct gate *g, int fd, bool hup)
+{
+	unsigned char buf[GATE_LINE_MAX];
+	/* Without a relay the first bytes decide: no more is peeked. */
+	size_t want = g->relay ? sizeof(buf) : 32;
+	ssize_t n = recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
 	if (n < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
-	return n > 0 && looks_like_http(buf, (size_t)n) ? 1 : -1;
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? GATE_WAIT
+										 : GATE_CLOSE;
+	if (n == 0)
+		return GATE_CLOSE;
+	return gate_route_first(buf, (size_t)n, hup || (size_t)n == sizeof(buf),
+				g->relay != NULL);
 }
 
 /* Room for any peer's address (accept4, getpeername), read as a sockaddr. */
@@ -215,18 +252,34 @@ static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa,
 	}
 }
 
-static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
+/* Routed to the relay: the gate's slot is free at once; the relay's own
+ * slots bound what it holds. */
+static void relay_over(struct gate *g, struct conn *k)
 {
-	int r = first_look(k->fd);
-	if (r < 0) {
+	unlink_conn(k);
+	int fd = k->fd;
+	conn_put(g, k);
+	relay_take(g->relay, fd);
+}
+
+static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen,
+		 bool hup)
+{
+	enum gate_route r = first_look(g, k->fd, hup);
+	if (r == GATE_CLOSE) {
 		doom(g, k);
-	} else if (r > 0) {
+	} else if (r != GATE_WAIT) {
 		if (k->parked)
 			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
 		k->parked = k->ours = false;
-		hand_over(g, k, sa, alen);
+		if (r == GATE_RELAY)
+			relay_over(g, k);
+		else
+			hand_over(g, k, sa, alen);
 	} else if (!k->parked) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = k };
+		/* Edge-triggered: woken by each new arrival, not by bytes
+		 * already looked at (a line still short of its end). */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = k };
 		k->parked = true;
 		if (epoll_ctl(g->ep, EPOLL_CTL_ADD, k->fd, &ev) < 0)
 			doom(g, k);
@@ -256,13 +309,13 @@ static void take_new(struct gate *g, int64_t now)
 		 * makes room (a poll in the backlog is newer than any of them). */
 		if (g->open - g->doomed >= g->slots)
 			doom(g, oldest(g));
-		look(g, conn_get(g, fd, now), &a.sa, alen);
+		look(g, conn_get(g, fd, now), &a.sa, alen, false);
 	}
 }
 
 /* A parked connection's first bytes (or its end) arrived. It may have
  * been closed since, earlier in the same batch of events (to make room). */
-static void unpark(struct gate *g, struct conn *k)
+static void unpark(struct gate *g, struct conn *k, uint32_t events)
 {
 	if (!k->parked)
 		return;
@@ -271,7 +324,7 @@ static void unpark(struct gate *g, struct conn *k)
 	if (getpeername(k->fd, &a.sa, &alen) < 0)
 		doom(g, k);
 	else
-		look(g, k, &a.sa, alen);
+		look(g, k, &a.sa, alen, events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
 }
 
 static void *gate_run(void *arg)
@@ -298,7 +351,7 @@ static void *gate_run(void *arg)
 			if (p == &g->lfd)
 				take_new(g, clock_mono_ms());
 			else if (p != &g->mhd_fd)
-				unpark(g, p);
+				unpark(g, p, ev[i].events);
 		}
 		MHD_run(g->d);
 	}
@@ -322,13 +375,21 @@ static rlim_t raise_fd_limit(rlim_t want)
 	return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > want ? want : rl.rlim_cur;
 }
 
-static unsigned slots_that_fit(unsigned slots)
+/* Health's slots first; the relay's get what the fd limit leaves. */
+static unsigned slots_that_fit(unsigned slots, struct relay *relay)
 {
 	const rlim_t spare = 64; /* the agent's own fds, nerdctl's pipes */
-	rlim_t fit = raise_fd_limit((rlim_t)slots + ACCEPT_BATCH + spare);
-	if (fit >= (rlim_t)slots + ACCEPT_BATCH + spare)
-		return slots;
-	return fit > ACCEPT_BATCH + 2 * spare ? (unsigned)(fit - ACCEPT_BATCH - spare) : 16;
+	rlim_t relay_fds = relay ? relay_fds_wanted(relay) : 0;
+	rlim_t fit = raise_fd_limit((rlim_t)slots + ACCEPT_BATCH + spare + relay_fds);
+	unsigned health = slots;
+	if (fit < (rlim_t)slots + ACCEPT_BATCH + spare)
+		health = fit > ACCEPT_BATCH + 2 * spare ? (unsigned)(fit - ACCEPT_BATCH - spare) : 16;
+	if (relay) {
+		rlim_t used = (rlim_t)health + ACCEPT_BATCH + spare;
+		rlim_t left = fit > used ? fit - used : 0;
+		relay_fit(relay, (unsigned)(left / RELAY_FDS_PER_CONN));
+	}
+	return health;
 }
 
 static void gate_free(struct gate *g)
@@ -358,7 +419,8 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 	/* A listener from systemd comes blocking; accept must not block. */
 	if (fl < 0 || fcntl(g->lfd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return errbuf_set(err, errno, "listener: %s", strerror(errno));
-	g->slots = slots_that_fit(o->slots);
+	g->relay = o->relay;
+	g->slots = slots_that_fit(o->slots, o->relay);
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;
 	g->waiting.prev = g->waiting.next = &g->waiting;

@@ -10,6 +10,9 @@
  *     (libmicrohttpd's own timeout restarts on every byte);
  *   - when the slots are full and someone waits in the backlog, the
  *     connection that has waited longest for its request is closed first.
+ * With a relay (rpc/relay.h), a connection whose first request line, once
+ * whole, is not for Health is handed to it instead of to the daemon
+ * (docs/design.md §3.1); until then it is the gate's, under the same rules.
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its
  * handlers, the gate owns the daemon.
@@ -17,12 +20,15 @@
 #ifndef HEALTHD_GATE_H
 #define HEALTHD_GATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <microhttpd.h>
 
 #include "base/err.h"
+
+struct relay;
 
 struct gate_opts {
 	int listen_fd;           /* bound and listening; the gate takes it, even
@@ -37,7 +43,30 @@ struct gate_opts {
 	void *handler_cls;
 	MHD_RequestCompletedCallback completed; /* may be NULL */
 	void *completed_cls;
+	/* NULL: every connection is the daemon's. Else only those whose first
+	 * request is for GATE_HEALTH_PATH; the others are handed to the relay
+	 * once their first request line is complete. */
+	struct relay *relay;
 };
+
+/* The one target the agent answers in relay mode, with any query string. */
+#define GATE_HEALTH_PATH "/prpc/v1/Health"
+/* The most of a first request line looked at: a longer one is routed on
+ * this much (its target is not Health's, or it is and the daemon refuses
+ * it as too long). */
+#define GATE_LINE_MAX 8192
+
+enum gate_route {
+	GATE_WAIT,  /* not a whole first line yet */
+	GATE_CLOSE, /* not HTTP (binary, a TLS hello): closed at once */
+	GATE_AGENT, /* the daemon's */
+	GATE_RELAY, /* the relay's */
+};
+/* Pure: where a connection goes, from its first bytes p[0..n) (peeked, not
+ * read). ended: no more will come to look at (the peer's end of stream, or
+ * GATE_LINE_MAX bytes). Without a relay the first bytes alone decide
+ * (GATE_AGENT as soon as they can start a request). */
+enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay);
 
 struct gate;
 

@@ -334,6 +334,7 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 		.handler_cls = s,
 		.completed = on_completed,
 		.completed_cls = s,
+		.relay = o->relay,
 	};
 	int r = gate_start(&go, &s->gate, err);
 	if (r < 0) {

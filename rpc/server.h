@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "base/cache.h"
 #include "base/err.h"
@@ -48,6 +49,8 @@
 #define RPC_CONNECTION_MEMORY (4 * 1024)
 #define RPC_IDLE_TIMEOUT_S 10
 
+struct relay;
+
 struct rpc_server_opts {
 	int listen_fd;        /* bound and listening; the server takes it, even
 			       * when starting fails */
@@ -56,6 +59,9 @@ struct rpc_server_opts {
 	 * Health answers by status, for the local view; NULL for none. */
 	struct pollers *pollers;
 	int64_t header_timeout_ms; /* 0: RPC_HEADER_TIMEOUT_MS */
+	/* Started, or NULL: connections whose first request is not Health
+	 * go there (rpc/relay.h); the server does not own it. */
+	struct relay *relay;
 };
 
 struct rpc_server;
@@ -79,6 +85,12 @@ int rpc_listen(const char *spec, int *fd, struct errbuf *err);
 /* The parse alone, nothing bound: a configuration check. tcp_only refuses
  * unix:PATH. */
 int rpc_listen_parse(const char *spec, bool tcp_only, struct errbuf *err);
+
+/* The parse of RPC_LISTEN_FORMS alone, into *ss: also for addresses the
+ * agent connects to (the relay's). what names the value in err ("relay
+ * address"). */
+int rpc_addr_parse(const char *what, const char *spec, struct sockaddr_storage *ss,
+		   socklen_t *alen, struct errbuf *err);
 
 /* Where a listening socket is bound, for logs: "127.0.0.1:41234",
  * "[::1]:8090", "unix:/run/x.sock". -errno; -ENAMETOOLONG when n is short. */

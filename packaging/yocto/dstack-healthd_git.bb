@@ -62,3 +62,20 @@ do_install() {
 # is shipped by no package (tests/e2e/yocto.sh checks).
 SYSTEMD_SERVICE:${PN} = "dstack-healthd.service dstack-healthd.socket dstack-healthd-drain.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
+
+# ${PN}-front (README, "In a dstack guest image"): the agent as the front of
+# port 8090, the guest agent's listener moved to 127.0.0.1:18090
+# (/etc/dstack/dstack.toml) and the agent's config that relays to it
+# (/etc/dstack/healthd.json). A package of its own, so that an image opts in
+# by adding it to IMAGE_INSTALL beside dstack-guest; no unit of its own: the
+# socket unit of ${PN} holds 8090 from early boot, and the relay connects per
+# connection, so the guest agent may start later (until it listens, relayed
+# connections get 502 and Health is answered).
+EXTRA_OEMAKE += "SYSCONFDIR='${sysconfdir}'"
+do_install:append() {
+    oe_runmake install-front DESTDIR='${D}'
+}
+PACKAGES =+ "${PN}-front"
+FILES:${PN}-front = "${sysconfdir}/dstack/dstack.toml ${sysconfdir}/dstack/healthd.json"
+CONFFILES:${PN}-front = "${sysconfdir}/dstack/dstack.toml ${sysconfdir}/dstack/healthd.json"
+RDEPENDS:${PN}-front = "${PN}"

@@ -81,6 +81,18 @@ is "$staged" "./usr/lib/systemd/system/dstack-healthd-drain.service ./usr/lib/sy
 is "$(grep '^ExecStart=' "$T/stage/usr/lib/systemd/system/dstack-healthd.service")" \
 	"ExecStart=/usr/sbin/dstack-healthd" "the service starts the staged agent"
 
+# do_install:append: install-front, for ${PN}-front, with the recipe's
+# SYSCONFDIR; what it stages is what the package's FILES and CONFFILES name.
+cross_make install-front DESTDIR="$T/stage-front" SYSCONFDIR=/etc >"$T/install-front.log" 2>&1
+is "$?:$(cd "$T/stage-front" && find . -type f | sort | tr '\n' ' ')" \
+	"0:./etc/dstack/dstack.toml ./etc/dstack/healthd.json " "make install-front stages the front's two files"
+recipe=packaging/yocto/dstack-healthd_git.bb
+for v in 'FILES:${PN}-front' 'CONFFILES:${PN}-front'; do
+	is "$(awk -v v="$v" '$1 == v { sub(/^[^"]*"/, ""); sub(/"$/, ""); print }' "$recipe" |
+		sed 's|${sysconfdir}|/etc|g')" "/etc/dstack/dstack.toml /etc/dstack/healthd.json" \
+		"the recipe's $v names them"
+done
+
 is "$(cat "$T/shim.log" 2>/dev/null)" "" "the build asked neither apt nor dpkg"
 
 done_testing

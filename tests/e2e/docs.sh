@@ -165,6 +165,14 @@ check() {
 	"journalctl -u dstack-healthd HEALTHD_VERDICT=unhealthy")
 		grep -qF -- "$(systemd_form "$cmd")" tests/e2e/systemd.sh
 		ok $? "$what: run by tests/e2e/systemd.sh under a real systemd" ;;
+	"curl -s -o /dev/null -w '%{http_code}' 'http://HOST:8090/'")
+		front_up
+		run "${cmd//HOST:8090/127.0.0.1:$FRONT_PORT}"
+		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent's page, through a relaying agent" ;;
+	"curl -s -o /dev/null -w '%{http_code}' 'http://127.0.0.1:18090/'")
+		front_up
+		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
+		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
 	*)
 		ok 1 "$what: shown, but this test has no check for it" ;;
 	esac
@@ -175,6 +183,31 @@ systemd_form() {
 	dpkg*) echo 'in_c dpkg -i /tmp/healthd.deb' ;;
 	*) echo "in_c $1" ;;
 	esac
+}
+
+# "In a dstack guest image": a stand-in guest agent (a static page on a free
+# loopback port, for 127.0.0.1:18090) and an agent relaying to it (for
+# HOST:8090), started once, by the first command that needs them.
+FRONT_PORT=""
+front_up() {
+	[ -z "$FRONT_PORT" ] || return 0
+	mkdir -p "$T/ga"
+	echo 'stand-in dashboard' >"$T/ga/index.html"
+	python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$T/ga" >"$T/ga.log" 2>&1 &
+	PIDS+=($!)
+	ga_started() { grep -q 'port [0-9]' "$T/ga.log"; }
+	wait_for 10 ga_started
+	GA_PORT=$(sed -n 's/.* port \([0-9]*\) .*/\1/p' "$T/ga.log" | head -n1)
+	"$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" --control-socket= \
+		--relay "127.0.0.1:$GA_PORT" 2>"$T/front.log" &
+	PIDS+=($!)
+	front_started() { [ -n "$(port_of "$T/front.log")" ]; }
+	wait_for 10 front_started
+	FRONT_PORT=$(port_of "$T/front.log")
+	front_healthy() { curl -s "http://127.0.0.1:$FRONT_PORT/prpc/v1/Health" | grep -q '"healthy":true'; }
+	wait_for 10 front_healthy
+	ok $? "the relaying agent (port $FRONT_PORT, relay to the stand-in on $GA_PORT) answers Health itself"
+	is "$(curl -s "http://127.0.0.1:$FRONT_PORT/")" 'stand-in dashboard' "and relays / to the stand-in guest agent"
 }
 
 check_make_run() {

@@ -304,6 +304,8 @@ static const struct {
 	  "\"rel.sock\"", "'rel.sock' is not an absolute path" },
 	{ "metrics_listen", "--metrics-listen", "DSTACK_HEALTHD_METRICS_LISTEN", "unix:/m.sock",
 	  "\"unix:/m.sock\"", "must be TCP" },
+	{ "relay", "--relay", "DSTACK_HEALTHD_RELAY", "127.0.0.1:0", "\"127.0.0.1:0\"",
+	  "relay address '127.0.0.1:0': port 0 cannot be connected to" },
 	{ "compose_file", "--compose-file", "DSTACK_HEALTHD_COMPOSE_FILE", "", "\"\"",
 	  "must not be empty" },
 	{ "runtime_file", "--runtime-file", "DSTACK_HEALTHD_RUNTIME_FILE", "", "\"\"",

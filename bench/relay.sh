@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: Apache-2.0
+# Section 7 of bench/run.sh (sourced by it, with its helpers; alone with
+# BENCH_ONLY=relay): the agent as the front of port 8090 (issue 18), relaying
+# every connection that is not for Health to a stand-in guest agent.
+#   7a. Health polls while 200 log streams stay open through the relay and 6
+#       clients load the 1 MiB page in a loop: % answered, p50/p99, RssAnon.
+#   7b. Relay throughput against nginx as the reference front, both passing
+#       to the same upstream (a second nginx, static pages): req/s of the
+#       1 KiB and 1 MiB pages, kept-alive and fresh connections; CPU/request.
+#   7c. Health with relay set against the same build without it.
+# bench/README.md says how each figure is taken.
+
+# relay_nginx NAME TEMPLATE RUNNER [@KEY@=VALUE...]: nginx from TEMPLATE,
+# with @T@, @PORT@ (a free port) and each KEY filled in, started under the
+# array named RUNNER (SRV, UPS), its prefix $T/NAME; NGX_PORT and NGX_PID.
+relay_nginx() {
+	local name=$1 tpl=$2 s sub=()
+	local -n under=$3
+	shift 3
+	NGX_PORT=$(free_port)
+	sub=(-e "s|@T@|$T|g" -e "s|@PORT@|$NGX_PORT|g")
+	for s in "$@"; do sub+=(-e "s|${s%%=*}|${s#*=}|g"); done
+	sed "${sub[@]}" "$tpl" >"$T/nginx-$name.conf"
+	"${under[@]}" nginx -c "$T/nginx-$name.conf" -e "$T/$name/error.log" >"$T/nginx-$name.out" 2>&1 &
+	NGX_PID=$!
+	PIDS+=($NGX_PID)
+	wait_for 10 curl -sf -o /dev/null "http://127.0.0.1:$NGX_PORT/1k" ||
+		{ say "nginx $name did not start"; cat "$T/nginx-$name.out" "$T/$name/error.log" >&2; return 1; }
+}
+
+relay_section() {
+	local up_port log_port fr_port rl_port plain_port r page conn
+	local rl_pid fr_pid plain_pid up_pid
+	# 200 streams hold about 1200 of the agent's fds, and nginx's too.
+	ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+	mkdir -p "$T/pages" "$T/up" "$T/fr"
+	head -c 1024 /dev/urandom >"$T/pages/1k"
+	head -c $((1024 * 1024)) /dev/urandom >"$T/pages/1m"
+	chmod 711 "$T"
+	chmod -R a+rX "$T/pages"
+
+	# The stand-in guest agent: relay_load.py's log streams behind an
+	# upstream nginx that serves the pages. Not pinned (the two CPUs are
+	# the fronts' and the load generators'), and at SCHED_FIFO below them
+	# (5): above the machine's other load, but never keeping a front or a
+	# generator from running (at the same priority, wrk against it alone
+	# ran three times its duration).
+	UPS=("${SRV[@]}")
+	[ "${UPS[0]:-}" = chrt ] && UPS=(chrt -f 5) || UPS=()
+	log_port=$(free_port)
+	"${UPS[@]}" python3 bench/relay_load.py serve "$log_port" >"$T/relay_logs.log" 2>&1 &
+	PIDS+=($!)
+	relay_nginx up bench/nginx-upstream.conf.in UPS "@LOGPORT@=$log_port" || return 1
+	up_port=$NGX_PORT up_pid=$NGX_PID
+	wait_for 10 sh -c "curl -s --max-time 1 'http://127.0.0.1:$up_port/logs/x' | grep -q 'log line'"
+
+	# The fronts: the agent relaying, nginx proxying, and the agent as it
+	# is without relay (7c); all three judge the same fake Docker.
+	fake relay 1.52 10
+	agent relay "$T/relay.sock" --relay "127.0.0.1:$up_port"
+	rl_pid=$AGENT_PID rl_port=$PORT
+	agent plain "$T/relay.sock"
+	plain_pid=$AGENT_PID plain_port=$PORT
+	relay_nginx fr bench/nginx-front.conf.in SRV "@UPPORT@=$up_port" || return 1
+	fr_port=$NGX_PORT fr_pid=$NGX_PID
+	wait_for 15 determined "$rl_port" && wait_for 15 determined "$plain_port" ||
+		{ say "no verdict from the relaying agents"; return 1; }
+	# Both fronts move the page byte for byte, and Health stays the agent's.
+	local want
+	want=$(sha256sum <"$T/pages/1m")
+	[ "$(curl -s "http://127.0.0.1:$rl_port/1m" | sha256sum)" = "$want" ] &&
+		[ "$(curl -s "http://127.0.0.1:$fr_port/1m" | sha256sum)" = "$want" ] ||
+		{ say "a front does not relay the 1 MiB page byte for byte"; return 1; }
+	health "$rl_port" | grep -q '"healthy"' ||
+		{ say "the relaying agent does not answer Health itself"; return 1; }
+
+	# --- 7a -------------------------------------------------------------
+	local LD=10 streams poll pp sp
+	say "7a. Health polls for ${LD} s under 200 log streams and 6 clients on the 1 MiB page, through the relay"
+	mem_start "$rl_pid"
+	timeout --foreground $((LD + 30)) python3 bench/relay_load.py streams "127.0.0.1:$rl_port" 200 $((LD + 4)) \
+		>"$T/relay_streams.out" 2>&1 &
+	sp=$!
+	PIDS+=($sp)
+	# The streams first: all 200 are open before the page load and the
+	# polls start.
+	sleep 2
+	timeout --foreground $((LD + 30)) "${GEN[@]}" wrk -t1 -c6 -d$((LD + 1))s "http://127.0.0.1:$rl_port/1m" \
+		>"$T/relay_pages.out" 2>&1 &
+	pp=$!
+	PIDS+=($pp)
+	python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$rl_port" --duration "$LD" \
+		--gap 200 --timeout 2 >"$T/relay_poll.out" 2>&1
+	wait "$pp"
+	wait "$sp"
+	mem_stop "$rl_pid"
+	poll=$(cat "$T/relay_poll.out")
+	streams=$(cat "$T/relay_streams.out")
+	cat "$T/relay_pages.out" "$T/relay_poll.out" "$T/relay_streams.out" >>"$T/relay.log"
+	section "7a. Health through the relaying agent under load (${LD} s: gateway-style polls, fresh connection each, every 200 ms, 2 s timeout; 200 log streams (a line every 100 ms) and wrk -c6 on the 1 MiB page, all through the relay)"
+	row "measure" "agent" "" "" "target" ""
+	local polls okp
+	polls=$(kv polls "$poll") okp=$(kv ok "$poll")
+	row "polls answered" "$okp/$polls" "" "" "100%" "$(yes_no test "$okp" = "$polls")"
+	row "poll latency p50 / p99 (ms)" "$(kv p50 "$poll") / $(kv p99 "$poll")" "" "" "p99 < 100" \
+		"$(yes_no ge 100 "$(kv p99 "$poll")")"
+	row "log streams opened / still open at the end" "$(kv opened "$streams")/$(kv open_at_end "$streams") of 200" "" "" "200/200" \
+		"$(yes_no test "$(kv open_at_end "$streams")" = 200)"
+	row "1 MiB pages through the relay meanwhile (req/s)" \
+		"$(awk '/^Requests\/sec:/ { print $2 } /Non-2xx/ { print "non-2xx:" $NF }' "$T/relay_pages.out" | tr '\n' ' ')" "" "" "" ""
+	row "agent's peak RssAnon (kB)" "$MEM_ANON" "" "" "< 16384" "$(yes_no ge 16384 "$MEM_ANON")"
+
+	# --- 7b -------------------------------------------------------------
+	say "7b. relay throughput: the agent and nginx in front of one upstream, $ROUNDS interleaved rounds"
+	for page in 1k 1m; do
+		for conn in keepalive close; do
+			for r in $(seq "$ROUNDS"); do
+				wrk_run "$rl_port" "$rl_pid" "get:/$page" $conn >>"$T/rl.agent.$page.$conn"
+				wrk_run "$fr_port" "$fr_pid" "get:/$page" $conn >>"$T/rl.nginx.$page.$conn"
+			done
+			# The upstream alone, once: what neither front can exceed.
+			wrk_run "$up_port" "$up_pid" "get:/$page" $conn >>"$T/rl.up.$page.$conn"
+		done
+	done
+	section "7b. Relay throughput (wrk -t1 -c$CONNS -d${D}s GET of a static page, $ROUNDS interleaved rounds, median judged; both fronts pass to one upstream nginx; ratio agent/nginx of req/s, nginx/agent of CPU per request)"
+	row "measure" "agent (relay)" "nginx (1 wkr)" "ratio" "target" ""
+	local ar a50 a99 acpu nr n50 n99 ncpu ur rt rc
+	for page in 1k 1m; do
+		for conn in keepalive close; do
+			read -r ar a50 a99 acpu < <(med "$T/rl.agent.$page.$conn")
+			read -r nr n50 n99 ncpu < <(med "$T/rl.nginx.$page.$conn")
+			read -r ur _ < "$T/rl.up.$page.$conn"
+			rt=$(ratio "$ar" "$nr")
+			row "$page $conn: requests/s (median)" "$ar" "$nr" "$rt" ">= 1.0" "$(yes_no ge "$rt" 1.0)"
+			row "$page $conn: requests/s, each round" "$(rounds "$T/rl.agent.$page.$conn" 1)" \
+				"$(rounds "$T/rl.nginx.$page.$conn" 1)" "" "" ""
+			rc=$(ratio "$ncpu" "$acpu")
+			row "$page $conn: server CPU per request (us)" "$acpu" "$ncpu" "$rc" "" ""
+			row "$page $conn: p50 / p99 latency (us)" "$a50 / $a99" "$n50 / $n99" "" "" ""
+			row "$page $conn: the upstream alone (req/s)" "" "$ur" "" "not the bound" ""
+		done
+	done
+
+	# --- 7c -------------------------------------------------------------
+	say "7c. Health with relay set and without, $ROUNDS interleaved rounds"
+	for conn in keepalive close; do
+		for r in $(seq "$ROUNDS"); do
+			wrk_run "$rl_port" "$rl_pid" json $conn >>"$T/rh.relay.$conn"
+			wrk_run "$plain_port" "$plain_pid" json $conn >>"$T/rh.plain.$conn"
+		done
+	done
+	section "7c. Health with relay set and without (the same build; wrk -t1 -c$CONNS -d${D}s JSON Health, $ROUNDS interleaved rounds, median judged)"
+	row "measure" "relay set" "no relay" "ratio" "target" ""
+	local pr pcpu
+	for conn in keepalive close; do
+		read -r ar _ _ acpu < <(med "$T/rh.relay.$conn")
+		read -r pr _ _ pcpu < <(med "$T/rh.plain.$conn")
+		rt=$(ratio "$ar" "$pr")
+		row "json $conn: requests/s (median)" "$ar" "$pr" "$rt" ">= 0.95" "$(yes_no ge "$rt" 0.95)"
+		row "json $conn: requests/s, each round" "$(rounds "$T/rh.relay.$conn" 1)" \
+			"$(rounds "$T/rh.plain.$conn" 1)" "" "" ""
+		rc=$(ratio "$acpu" "$pcpu")
+		row "json $conn: CPU per request (us)" "$acpu" "$pcpu" "$rc" "<= 1.05 (relay/none)" \
+			"$(yes_no ge 1.05 "$rc")"
+	done
+	stop_pid "$fr_pid"
+	stop_pid "$rl_pid"
+	stop_pid "$plain_pid"
+	stop_pid "$up_pid"
+	stop_pid "$FAKE_PID"
+}

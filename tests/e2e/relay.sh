@@ -1,0 +1,174 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The relay (issue 18) end to end: the agent fronts a stand-in guest agent
+# (tests/fakes/guest_agent.py, a real threaded HTTP/1.1 server) with
+# --relay. Health is the agent's own answer, byte for byte the one an agent
+# without --relay gives; everything else is the stand-in's, byte for byte
+# (the 1 MiB page, a 4 MiB upload echoed, /prpc/v1/Version), kept-alive
+# Info calls share one relayed connection, a followed log stream outlives
+# header_timeout, a first line split across packets is routed on the whole
+# line both ways, a half-closing client gets its whole answer, a first line
+# trickled forever is closed near header_timeout, a connection is routed
+# once (Health then / gets the agent's 404), the stand-in stopped gives 502
+# (logged once per outage) while Health is still answered, full relay slots
+# give 503 while Health is still answered, /status and /metrics count it
+# all, and once every client has gone no relayed connection is left open
+# and the agent's fd count is back at its baseline. Loopback only.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/tap.sh
+B=${HEALTHD_BUILD:-build}
+BIN=$B/dstack-healthd
+GA=tests/fakes/guest_agent.py
+CL=tests/fakes/relay_client.py
+[ -x "$BIN" ] || skip_all "$BIN not built"
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+command -v ss >/dev/null || skip_all "ss is not installed (iproute2)"
+. tests/lib/scratch.sh
+
+HT=2 # --header-timeout, seconds
+printf '{"manifest_version":"3","name":"t","runner":"docker-compose"}\n' >"$T/app.json"
+
+# stand_in [PORT]: starts the stand-in (a free port, or PORT), sets GP.
+stand_in() {
+	rm -f "$T/ga.port"
+	python3 "$GA" --listen "127.0.0.1:${1:-0}" --ready "$T/ga.port" 2>>"$T/ga.log" &
+	GA_PID=$!
+	PIDS+=($GA_PID)
+	wait_for 60 test -s "$T/ga.port" || { sed 's/^/# stand-in: /' "$T/ga.log"; return 1; }
+	GP=$(cat "$T/ga.port")
+}
+# agent NAME ARGS...: starts an agent on a free port, sets its port in NAME
+# and its pid in NAME_PID.
+agent() {
+	local name=$1
+	shift
+	"$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" "$@" 2>"$T/$name.log" &
+	PIDS+=($!)
+	eval "${name}_PID=$!"
+	wait_for 20 grep -q 'serving on 127.0.0.1:' "$T/$name.log" || return 1
+	eval "$name=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log" | head -n1)"
+}
+fds() { ls "/proc/$1/fd" | wc -l; }
+# Connections between the agent and the stand-in, in any state but closed.
+upstream_conns() { ss -Htn "( dport = :$GP )" | grep -vc TIME-WAIT; }
+health() { curl -s --max-time 20 -X POST "http://127.0.0.1:$1/prpc/v1/Health${2:-}" -d '{}'; }
+ctl() { curl -s --max-time 20 --unix-socket "$T/${CTL:-ctl}.sock" "http://x/$1"; }
+relay_field() { ctl status | python3 -c "import json,sys; print(json.load(sys.stdin)['relay']['$1'])"; }
+
+stand_in || { echo "not ok 1 - the stand-in did not start"; echo "1..1"; exit 1; }
+agent A --relay "127.0.0.1:$GP" --header-timeout "$HT" --control-socket "$T/ctl.sock" &&
+	agent PLAIN || { echo "not ok 1 - the agents did not start"; echo "1..1"; exit 1; }
+diag "stand-in on $GP, relaying agent on $A, plain agent on $PLAIN"
+like "$(cat "$T/A.log")" "relaying all but Health to 127\.0\.0\.1:$GP \([0-9]+ slots\)" \
+	"the start line says where the relay goes"
+BASE_FDS=$(fds "$A_PID")
+
+# --- routing --------------------------------------------------------------------
+got=$(curl -s --max-time 20 -D "$T/h.head" -X POST "http://127.0.0.1:$A/prpc/v1/Health?json" -d '{}')
+is "$got" "$(health "$PLAIN" '?json')" "Health (JSON) is the agent's: the same bytes as an agent without --relay"
+! grep -qi '^Server: stand-in' "$T/h.head"
+ok $? "Health's answer does not come from the stand-in"
+is "$(health "$A" | sha256sum)" "$(health "$PLAIN" | sha256sum)" \
+	"Health (protobuf) is the agent's too"
+is "$(curl -s --max-time 20 "http://127.0.0.1:$A/prpc/v1/Health?json&x=1")" "$(health "$PLAIN" '?json')" \
+	"Health with GET and more query is the agent's"
+is "$(curl -s --max-time 20 "http://127.0.0.1:$PLAIN/" | head -c 60)" \
+	'{"error":"not found: pRPC methods are served under /prpc/v1/' \
+	"without --relay nothing changes: / is the agent's 404"
+
+want=$(curl -s --max-time 20 "http://127.0.0.1:$GP/page.sha256")
+got=$(curl -s --max-time 60 "http://127.0.0.1:$A/" | sha256sum | cut -d' ' -f1)
+is "$got" "$want" "/ relayed: the stand-in's 1 MiB page, byte for byte (sha256)"
+is "$(curl -s --max-time 20 "http://127.0.0.1:$A/prpc/v1/Version")" '{"version":"stand-in"}' \
+	"/prpc/v1/Version is the guest agent's in relay mode"
+head -c $((4 << 20)) /dev/urandom >"$T/up"
+curl -s --max-time 60 --data-binary @"$T/up" -H 'Expect:' "http://127.0.0.1:$A/echo" >"$T/down"
+cmp -s "$T/up" "$T/down"
+ok $? "a 4 MiB upload relayed and echoed back byte for byte"
+is "$(python3 "$CL" "$A" keepalive 3 | tr '\n' ' ')" \
+	'200 {"app_id":"stand-in","n":1} 200 {"app_id":"stand-in","n":2} 200 {"app_id":"stand-in","n":3} ' \
+	"three POST /prpc/Info?json on one kept-alive connection: one relayed connection answers all"
+is "$(python3 "$CL" "$A" sequence /prpc/v1/Health / | tr '\n' ' ')" "200 - 404 - " \
+	"routed once: Health first, then / on the same connection gets the agent's 404"
+is "$(python3 "$CL" "$A" sequence / /prpc/v1/Health | tr '\n' ' ')" \
+	"200 stand-in 404 stand-in " "routed once: / first, then Health on the same connection is the stand-in's"
+
+# --- the first line -------------------------------------------------------------
+out=$(python3 "$CL" "$A" split 'POST /prpc/v1/He' \
+	'alth?json HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}')
+like "$out" '"healthy":true' "a first line split inside Health's path: the agent answers"
+! printf '%s' "$out" | grep -qi 'Server: stand-in'
+ok $? "...and not the stand-in"
+out=$(python3 "$CL" "$A" split 'GET /prpc/v1/Health' 'x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+like "$out" 'Server: stand-in' "a first line that begins like Health's and is not: the stand-in answers"
+out=$(python3 "$CL" "$A" trickle 'GET /logs/')
+awk -v s="$out" -v h="$HT" 'BEGIN { exit !(s >= h - 0.5 && s < h + 15) }'
+ok $? "a first line trickled forever is closed near header_timeout (${out:-?} s, header_timeout $HT s)"
+
+# --- streams and half-closes ----------------------------------------------------
+curl -sN --max-time 6 "http://127.0.0.1:$A/logs/app?follow=true" >"$T/log.out" 2>/dev/null
+n=$(grep -c '^line ' "$T/log.out")
+[ "$n" -ge 30 ]
+ok $? "a followed log stream flows past header_timeout ($n lines in 6 s, a line per 100 ms)"
+out=$(python3 "$CL" "$A" halfclose /echo 300000)
+like "$out" '^status=200 body_sha256=([0-9a-f]+) body_len=300000 sent_sha256=\1$' \
+	"a client that shuts its sending side after the request still gets the whole answer"
+
+# --- nothing left behind --------------------------------------------------------
+wait_for 20 test "$(upstream_conns)" = 0
+ok $? "every client gone: no connection to the stand-in is left ($(upstream_conns) open)"
+wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
+ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
+is "$(relay_field open)" 0 "/status: relay open 0"
+is "$(relay_field total)" 8 "/status: relay total counts the 8 relayed connections above"
+
+# --- the guest agent down -------------------------------------------------------
+kill -9 "$GA_PID"
+wait "$GA_PID" 2>/dev/null
+for i in 1 2 3; do
+	curl -s --max-time 20 -D "$T/502.head.$i" "http://127.0.0.1:$A/" >"$T/502.body.$i"
+done
+like "$(head -n1 "$T/502.head.1")" '^HTTP/1\.1 502 ' "the stand-in stopped: / answers 502"
+is "$(cat "$T/502.body.1")" "bad gateway: the guest agent cannot be reached" \
+	"...with a short body in the agent's words"
+like "$(health "$A" '?json')" '"healthy":true' "the stand-in stopped: Health is still answered"
+is "$(grep -c 'cannot be reached' "$T/A.log")" 1 \
+	"the outage is logged once (three 502s), with the address"
+like "$(grep 'cannot be reached' "$T/A.log")" "127\.0\.0\.1:$GP" "...naming the address"
+is "$(relay_field unreachable)" 3 "/status: relay unreachable counts the 502s"
+ctl metrics >"$T/metrics"
+for m in relay_open relay_total relay_refused_full_total relay_unreachable_total; do
+	grep -q "^dstack_healthd_$m " "$T/metrics"
+	ok $? "/metrics: dstack_healthd_$m"
+done
+is "$(sed -n 's/^dstack_healthd_relay_unreachable_total //p' "$T/metrics")" 3 \
+	"/metrics: unreachable agrees with /status"
+stand_in "$GP" || diag "the stand-in did not come back on $GP"
+is "$(curl -s --max-time 20 "http://127.0.0.1:$A/prpc/v1/Version")" '{"version":"stand-in"}' \
+	"the stand-in back: relayed again"
+is "$(grep -c 'reachable again' "$T/A.log")" 1 "the recovery is logged once"
+
+# --- relay slots full -----------------------------------------------------------
+# An fd limit that leaves room for Health's 1024 slots (and the gate's 128
+# spare) and two relayed connections of 6 fds each.
+(ulimit -n $((1024 + 64 + 64 + 2 * 6)) && exec "$BIN" --listen 127.0.0.1:0 \
+	--compose-file "$T/app.json" --relay "127.0.0.1:$GP" --control-socket "$T/ctlF.sock" \
+	2>"$T/F.log") &
+F_PID=$!
+PIDS+=($F_PID)
+wait_for 20 grep -q 'serving on 127.0.0.1:' "$T/F.log"
+F=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/F.log" | head -n1)
+like "$(cat "$T/F.log")" '\(2 slots\)' "an fd limit that fits two relayed connections: 2 relay slots"
+for i in 1 2; do
+	curl -sN --max-time 60 "http://127.0.0.1:$F/logs/s$i" >"$T/s$i.out" 2>/dev/null &
+	PIDS+=($!)
+done
+wait_for 30 test "$(ss -Htn state established "( dport = :$GP )" | wc -l)" -ge 2
+out=$(curl -s --max-time 20 -w ' %{http_code}' "http://127.0.0.1:$F/" | tr -d '\n')
+is "$out" "service unavailable: too many relayed connections 503" \
+	"relay slots full: 503 with a short body in the agent's words"
+like "$(health "$F" '?json')" '"healthy":true' "relay slots full: Health is still answered"
+is "$(CTL=ctlF relay_field refused_full) $(CTL=ctlF relay_field open)" "1 2" \
+	"/status: refused_full counts the 503, open the two streams"
+done_testing

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A stand-in for dstack-guest-agent's public port, behind the agent's relay.
+
+  guest_agent.py --listen HOST:PORT | --unix PATH  [--ready FILE]
+
+A real HTTP/1.1 server (http.server, a thread per connection) serving:
+  GET  /                 1 MiB of random bytes, the same until a restart (sha256 in
+                         /page.sha256, so a test compares without a copy)
+  GET  /page.sha256      that sha256, hex
+  GET  /logs/NAME        chunked, "line N" every 100 ms until the client
+                         goes (a followed container log)
+  POST /prpc/Info?json   {"app_id":"stand-in","n":N} with keep-alive (N counts
+                         the requests on this connection)
+  GET  /prpc/v1/Version  {"version":"stand-in"}
+  POST /echo             the request body back (an upload echo)
+  anything else          404 "stand-in: not found"
+Every answer carries "Server: stand-in", so a test tells it from the agent.
+Once listening, writes its port to --ready.
+"""
+import argparse
+import hashlib
+import http.server
+import os
+import socket
+import socketserver
+import sys
+import time
+
+PAGE = os.urandom(1 << 20)  # a new page each start: compare within one run
+PAGE_SHA = hashlib.sha256(PAGE).hexdigest().encode()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "stand-in"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        self.calls = 0
+
+    def send(self, code, body, ctype="application/octet-stream"):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        chunks = []
+        while n > 0:
+            b = self.rfile.read(min(n, 65536))
+            if not b:
+                break
+            chunks.append(b)
+            n -= len(b)
+        return b"".join(chunks)
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path == "/":
+            self.send(200, PAGE)
+        elif path == "/page.sha256":
+            self.send(200, PAGE_SHA, "text/plain")
+        elif path == "/prpc/v1/Version":
+            self.send(200, b'{"version":"stand-in"}', "application/json")
+        elif path.startswith("/logs/"):
+            self.logs()
+        else:
+            self.send(404, b"stand-in: not found", "text/plain")
+
+    def logs(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        n = 0
+        try:
+            while True:
+                line = b"line %d\n" % n
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+                n += 1
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+    def do_POST(self):
+        path = self.path.split("?", 1)[0]
+        data = self.body()
+        self.calls += 1
+        if path == "/prpc/Info":
+            self.send(200, b'{"app_id":"stand-in","n":%d}' % self.calls, "application/json")
+        elif path == "/echo":
+            self.send(200, data)
+        else:
+            self.send(404, b"stand-in: not found", "text/plain")
+
+
+class TCPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        s, _ = self.socket.accept()
+        return s, ("unix", 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--listen")
+    ap.add_argument("--unix")
+    ap.add_argument("--ready")
+    a = ap.parse_args()
+    if a.unix:
+        if os.path.exists(a.unix):
+            os.unlink(a.unix)
+        srv = UnixServer(a.unix, Handler)
+        port = a.unix
+    else:
+        host, port = a.listen.rsplit(":", 1)
+        srv = TCPServer((host, int(port)), Handler)
+        port = srv.server_address[1]
+    if a.ready:
+        with open(a.ready + ".tmp", "w") as f:
+            f.write("%s\n" % port)
+        os.rename(a.ready + ".tmp", a.ready)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

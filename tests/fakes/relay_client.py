@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Clients that a plain curl cannot be, for tests/e2e/relay.sh.
+
+  relay_client.py PORT split PIECE...   sends the pieces (\\r\\n escapes
+        allowed) 300 ms apart on one connection, each its own packet, then
+        reads to the end; prints the answer
+  relay_client.py PORT halfclose PATH BYTES   POSTs BYTES bytes to PATH,
+        shuts its sending side, reads to the end; prints
+        "status=N body_sha256=HEX body_len=N"
+  relay_client.py PORT keepalive N      N x POST /prpc/Info?json on one
+        connection; prints each answer's body, one a line
+  relay_client.py PORT sequence PATH... one GET per path on one kept-alive
+        connection; prints "STATUS SERVER" a line each (- for none)
+  relay_client.py PORT trickle HEAD     sends HEAD, then "a" every 100 ms
+        until the agent closes; prints the seconds from connect to close
+Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
+"""
+import hashlib
+import socket
+import sys
+import time
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def read_all(s):
+    out = []
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return b"".join(out)
+        out.append(b)
+
+
+class Reader:
+    """One HTTP/1.1 answer at a time from a kept-alive connection."""
+
+    def __init__(self, s):
+        self.s, self.buf = s, b""
+
+    def fill(self):
+        b = self.s.recv(65536)
+        if not b:
+            raise EOFError("closed")
+        self.buf += b
+
+    def answer(self):
+        while b"\r\n\r\n" not in self.buf:
+            self.fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        h = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(":")
+            h[k.strip().lower()] = v.strip()
+        n = int(h.get("content-length", "0"))
+        while len(self.buf) < n:
+            self.fill()
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, h, body
+
+
+def split_status(raw):
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def main():
+    port, what, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    if what == "split":
+        s = connect(port)
+        for i, piece in enumerate(args):
+            if i:
+                time.sleep(0.3)
+            s.sendall(piece.encode().decode("unicode_escape").encode("latin-1"))
+        sys.stdout.buffer.write(read_all(s))
+    elif what == "halfclose":
+        path, n = args[0], int(args[1])
+        body = bytes(i & 0xFF for i in range(n))
+        s = connect(port)
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                  % (path.encode(), n) + body)
+        s.shutdown(socket.SHUT_WR)
+        status, got = split_status(read_all(s))
+        print("status=%d body_sha256=%s body_len=%d sent_sha256=%s" % (
+            status, hashlib.sha256(got).hexdigest(), len(got),
+            hashlib.sha256(body).hexdigest()))
+    elif what == "keepalive":
+        s = connect(port)
+        r = Reader(s)
+        for _ in range(int(args[0])):
+            s.sendall(b"POST /prpc/Info?json HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Length: 2\r\n\r\n{}")
+            status, _, body = r.answer()
+            print(status, body.decode())
+    elif what == "sequence":
+        s = connect(port)
+        r = Reader(s)
+        for path in args:
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+            status, h, body = r.answer()
+            print(status, h.get("server", "-"))
+    elif what == "trickle":
+        s = connect(port)
+        t0 = time.monotonic()
+        s.sendall(args[0].encode().decode("unicode_escape").encode("latin-1"))
+        s.settimeout(0.1)
+        while time.monotonic() - t0 < 60:
+            try:
+                if not s.recv(4096):
+                    break
+            except socket.timeout:
+                pass
+            except OSError:
+                break
+            try:
+                s.sendall(b"a")
+            except OSError:
+                break
+        print("%.2f" % (time.monotonic() - t0))
+    else:
+        sys.exit("unknown: " + what)
+
+
+if __name__ == "__main__":
+    main()
