@@ -38,6 +38,7 @@ struct config {
 	int log_priority;         /* LOG_ERR .. LOG_DEBUG */
 	char *control_socket;     /* the local view's unix socket; "" disables it */
 	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
+	char *verdict_file;       /* the served verdict as a status file; "" none */
 
 	/* Where each option's value came from (CONFIG_FROM_*), by its index in
 	 * the options table. */
