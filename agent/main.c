@@ -56,6 +56,7 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	log_set_max_priority(a->cfg.log_priority);
 	if ((r = config_check(&a->cfg, err)) < 0)
 		return r;
+	a->m.writes_status_file = *a->cfg.verdict_file != '\0';
 	if (!manifest_try(&a->m, a->cfg.compose_file))
 		return 0;
 	const struct app_compose *app = &a->m.app;

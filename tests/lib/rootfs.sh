@@ -9,7 +9,11 @@ ROOTFS_SUITE=bookworm
 ROOTFS_MIRROR=${ROOTFS_MIRROR:-}
 # systemd to boot, curl to ask the agent, and the agent's shared libraries
 # (the container has no network, so dpkg -i cannot fetch them).
-ROOTFS_INCLUDE=systemd,systemd-sysv,dbus,curl,ca-certificates,libmicrohttpd12,libprotobuf-c1,libmbedtls14,libmbedx509-1,libmbedcrypto7,libsystemd0
+ROOTFS_INCLUDE=${ROOTFS_INCLUDE-systemd,systemd-sysv,dbus,curl,ca-certificates,libmicrohttpd12,libprotobuf-c1,libmbedtls14,libmbedx509-1,libmbedcrypto7,libsystemd0}
+# Names the tarball: a caller that sets another ROOTFS_INCLUDE (the
+# container image's base: ROOTFS_FLAVOR=minbase ROOTFS_INCLUDE=) keeps its
+# own cache beside this one.
+ROOTFS_FLAVOR=${ROOTFS_FLAVOR:-systemd}
 
 # rootfs_mirror: prints the first URI apt's sources give for the suite's main
 # component: one-line sources.list entries ("deb [opts] URI SUITE COMP...")
@@ -46,7 +50,7 @@ rootfs_mirror() {
 rootfs_tarball() {
 	local key tar tmp rc mirror
 	key=$(printf '%s %s' "$ROOTFS_SUITE" "$ROOTFS_INCLUDE" | sha256sum | cut -c1-12)
-	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-systemd-$(date +%Y%m%d)-$key.tar"
+	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-$ROOTFS_FLAVOR-$(date +%Y%m%d)-$key.tar"
 	mkdir -p "$ROOTFS_CACHE" || return 1
 	(
 		flock 9 || exit 1
@@ -58,14 +62,14 @@ rootfs_tarball() {
 		fi
 		tmp=$(mktemp -d "$ROOTFS_CACHE/build.XXXXXX") || exit 1
 		trap 'rm -rf "$tmp"' EXIT
-		if ! debootstrap --variant=minbase --include="$ROOTFS_INCLUDE" \
+		if ! debootstrap --variant=minbase ${ROOTFS_INCLUDE:+--include="$ROOTFS_INCLUDE"} \
 			"$ROOTFS_SUITE" "$tmp/root" "$mirror" >"$tmp/log" 2>&1; then
 			echo "debootstrap failed; last lines:" >&2
 			tail -n 5 "$tmp/log" >&2
 			exit 1
 		fi
 		# Older days' tarballs are superseded by this one.
-		find "$ROOTFS_CACHE" -maxdepth 1 -name "$ROOTFS_SUITE-systemd-*.tar" -delete
+		find "$ROOTFS_CACHE" -maxdepth 1 -name "$ROOTFS_SUITE-$ROOTFS_FLAVOR-*.tar" -delete
 		tar -C "$tmp/root" --numeric-owner -cf "$tmp/root.tar" . &&
 			mv "$tmp/root.tar" "$tar"
 	) 9>"$ROOTFS_CACHE/.lock"

@@ -1,0 +1,143 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The agent as a Compose sidecar (issue 21), end to end on a private dockerd:
+# the image built from packaging/container/Dockerfile on a Debian 12 base
+# made here (debootstrap, docker import: no registry), a project of a web
+# service whose healthcheck flips plus the sidecar, and the file it writes
+# judged by this agent's own status-file reader (--once, health_status_file
+# pointing at it) as the guest agent would read it. Checked: healthy ->
+# unhealthy -> healthy follows the flips; the sidecar's own container (whose
+# healthcheck always fails) is not judged; a drain through `docker exec` makes
+# the file unhealthy at once and resume healthy; a stopped sidecar leaves the
+# file as it was, its time stops advancing, and it ages out: judged at a
+# clock 61 s later (faketime) rather than waited for.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/lib/tap.sh
+. tests/lib/dockerd.sh
+. tests/lib/rootfs.sh
+
+command -v faketime >/dev/null 2>&1 || skip_all "faketime is not installed"
+command -v debootstrap >/dev/null 2>&1 || skip_all "debootstrap is not installed"
+dockerd_start
+
+# The image's base: a bare Debian 12 (no extra packages), cached per day.
+TAR=$(ROOTFS_FLAVOR=minbase ROOTFS_INCLUDE= rootfs_tarball 2>"$DH_T/rootfs.err") ||
+	skip_all "no Debian 12 root: $(tr '\n' ' ' <"$DH_T/rootfs.err")"
+BASE=$(sed -n 's/^ARG BASE=//p' packaging/container/Dockerfile)
+"$DH_DOCKER" import "$TAR" "$BASE" >/dev/null 2>"$DH_T/import.err" ||
+	skip_all "docker import of the root failed: $(cat "$DH_T/import.err")"
+
+# The legacy builder: BuildKit needs the buildx plugin, which Debian 12's
+# docker.io does not ship. Host networking, so that apt reaches the mirror
+# the root was made from.
+IMAGE=dstack-healthd:sidecar-test
+if ! DOCKER_BUILDKIT=0 timeout 900 "$DH_DOCKER" build --network host \
+	-f packaging/container/Dockerfile -t "$IMAGE" . >"$DH_T/build.log" 2>&1; then
+	if grep -Eq "Temporary failure resolving|Could not resolve|Failed to fetch|Unable to connect" \
+		"$DH_T/build.log"; then
+		skip_all "the image build could not reach the Debian mirror: $(grep -Em1 'resolv|fetch|connect' "$DH_T/build.log")"
+	fi
+	tail -n 20 "$DH_T/build.log" | sed 's/^/#   /'
+	ok 1 "docker build of packaging/container/Dockerfile"
+	done_testing
+	exit 1
+fi
+ok 0 "docker build of packaging/container/Dockerfile"
+SIZE=$("$DH_DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
+diag "image size: $((SIZE / 1024 / 1024)) MiB ($SIZE bytes)"
+is "$("$DH_DOCKER" image inspect -f '{{json .Config.Entrypoint}}' "$IMAGE")" \
+	'["/usr/sbin/dstack-healthd"]' "the entrypoint is exec form, no shell"
+
+# The guest's app-compose.json as the sidecar sees it (its status file is
+# what the sidecar writes), the verdict folder, and the judge's manifest.
+OUT=$DH_T/verdict
+mkdir -p "$OUT"
+printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"/dstack/healthd/status"}}' \
+	>"$DH_T/app-compose.json"
+printf '{"manifest_version":"3","name":"t","runner":"bash","requirements":{"health_check":true,"health_status_file":"%s"}}\n' \
+	"$OUT/status" >"$DH_T/judge.json"
+export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock SC_OUT=$OUT \
+	SC_APP_COMPOSE=$DH_T/app-compose.json
+
+# judge [FAKETIME_OFFSET]: the file as the guest agent would judge it now
+# (or at a later clock); sets J (the JSON) and JRC.
+judge() {
+	if [ -n "${1:-}" ]; then
+		J=$(FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$1" \
+			"$HEALTHD_BIN" --once --compose-file "$DH_T/judge.json" 2>>"$DH_T/judge.log")
+	else
+		J=$("$HEALTHD_BIN" --once --compose-file "$DH_T/judge.json" 2>>"$DH_T/judge.log")
+	fi
+	JRC=$?
+}
+judged() { judge; [ "$J" = "$1" ]; }
+UNHEALTHY_FILE='{"healthy":false,"unhealthy":[{"name":"<health_file>","status":"unhealthy"}],"error":""}'
+line1() { head -n1 "$OUT/status" 2>/dev/null; }
+line2() { sed -n 2p "$OUT/status" 2>/dev/null; }
+
+dh_compose sidecar sidecar.yml up -d >"$DH_T/up.log" 2>&1
+ok $? "docker-compose up -d of the web service and the sidecar"
+SC=sidecar_healthd_1
+dh_expect_state 20 sidecar_web_1 "running healthy"
+dh_expect_state 20 "$SC" "running unhealthy"
+
+wait_for 20 judged "$HEALTHD_OK"
+is "$J" "$HEALTHD_OK" "the file is judged healthy (the web service is)"
+is "$(dh_state "$SC")" "running unhealthy" \
+	"meanwhile the sidecar's own container is unhealthy to Docker: it is not judged"
+like "$(cat "$OUT/status")" $'^healthy\n[0-9]+$' "the file is two lines, healthy and a time"
+is "$(stat -c %F "$OUT/status")" "regular file" "a regular file, as the guest agent requires"
+SID=$("$DH_DOCKER" inspect -f '{{.Id}}' "$SC")
+like "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json)" \
+	'"skipped":"the agent itself"' "status shows the sidecar's container skipped as the agent itself"
+is "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json | python3 -c \
+	'import json,sys; v=json.load(sys.stdin); print(v["source"]["project"], v["verdict_file"]["path"], v["verdict_file"]["failing"])')" \
+	"sidecar /verdict/status False" \
+	"the project came from its own container's label (no runtime file mounted); the file is written"
+
+"$DH_DOCKER" exec sidecar_web_1 rm /ok
+wait_for 20 judged "$UNHEALTHY_FILE"
+is "$J" "$UNHEALTHY_FILE" "the web service fails its healthcheck: the file turns unhealthy"
+"$DH_DOCKER" exec sidecar_web_1 touch /ok
+wait_for 20 judged "$HEALTHD_OK"
+is "$J" "$HEALTHD_OK" "it passes again: the file turns healthy"
+
+# A drain: nothing but the drain makes the file unhealthy while the app is
+# healthy, and it does not wait for the next refresh.
+T0=$(dh_now_ms)
+"$DH_DOCKER" exec "$SC" dstack-healthd drain >"$DH_T/drain.out" 2>&1
+ok $? "docker exec dstack-healthd drain"
+wait_for 10 test "$(line1)" = unhealthy
+is "$(line1)" unhealthy "the drain makes the file unhealthy"
+diag "from the drain's start to the unhealthy file: $(( $(dh_now_ms) - T0 )) ms (docker exec included)"
+"$DH_DOCKER" exec "$SC" dstack-healthd resume >/dev/null 2>&1
+ok $? "docker exec dstack-healthd resume"
+wait_for 10 judged "$HEALTHD_OK"
+is "$J" "$HEALTHD_OK" "resume makes it healthy again"
+
+# A stop leaves the file: a restarting sidecar must not flap the instance.
+"$DH_DOCKER" stop -t 10 "$SC" >/dev/null
+ok $? "docker stop of the sidecar"
+LAST=$(cat "$OUT/status")
+is "$(line1)" healthy "the stopped sidecar left the file as it was"
+# Two intervals (5 s) and more: a live agent would have written meanwhile.
+T2=$(line2)
+wait_for 12 test "$(line2)" != "$T2"
+is "$(line2)" "$T2" "its time no longer advances"
+is "$(cat "$OUT/status")" "$LAST" "the content is what the last write left"
+judge
+is "$J" "$HEALTHD_OK" "still fresh now: no flap when the sidecar restarts soon"
+judge "+61s"
+like "$J" '"status":"written [0-9]+ s ago; older than 60 s' "judged 61 s later, the file has aged out"
+is "$JRC" 1 "--once at that clock exits 1 (unhealthy)"
+
+"$DH_DOCKER" logs "$SC" >"$DH_T/sidecar.log" 2>&1
+if grep -q "verdict file.*cannot\|AddressSanitizer" "$DH_T/sidecar.log"; then
+	sed 's/^/#   /' "$DH_T/sidecar.log" | tail -n 20
+	ok 1 "the sidecar's log has no failed write"
+else
+	ok 0 "the sidecar's log has no failed write"
+fi
+dh_compose sidecar sidecar.yml down -t 5 >/dev/null 2>&1
+"$DH_DOCKER" rmi -f "$IMAGE" "$BASE" >/dev/null 2>&1
+done_testing
