@@ -29,8 +29,10 @@ plain() { sed -e 's/\\-/-/g' -e 's/\\(aq/\x27/g' -e 's/\\f[BIRP]//g' -e 's/\\&//
 
 # --- the commands, as the documents print them ------------------------------
 # README: indented lines, a trailing backslash joins the next; comments cut.
+# Fenced blocks are files (YAML, JSON), never commands.
 readme_cmds() {
-	awk '/^    / && (j != "" || /^    [^ ]/) { l = substr($0, 5); if (j != "") l = j " " l; j = "";
+	awk '/^```/ { f = !f; next } f { next }
+		/^    / && (j != "" || /^    [^ ]/) { l = substr($0, 5); if (j != "") l = j " " l; j = "";
 		if (l ~ /\\$/) { j = substr(l, 1, length(l) - 1); next } print l }' README.md |
 		sed -E 's/ +# .*$//; s/ +$//; s/ +/ /g'
 }
@@ -165,6 +167,11 @@ check() {
 	"journalctl -u dstack-healthd HEALTHD_VERDICT=unhealthy")
 		grep -qF -- "$(systemd_form "$cmd")" tests/e2e/systemd.sh
 		ok $? "$what: run by tests/e2e/systemd.sh under a real systemd" ;;
+	"docker build -f packaging/container/Dockerfile -t dstack-healthd ." | \
+	"docker exec APP-healthd-1 dstack-healthd status" | \
+	"docker exec APP-healthd-1 dstack-healthd drain --wait")
+		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh
+		ok $? "$what: run by tests/e2e/sidecar.sh on a real dockerd" ;;
 	*)
 		ok 1 "$what: shown, but this test has no check for it" ;;
 	esac
@@ -174,6 +181,14 @@ systemd_form() {
 	case "$1" in
 	dpkg*) echo 'in_c dpkg -i /tmp/healthd.deb' ;;
 	*) echo "in_c $1" ;;
+	esac
+}
+
+# How sidecar.sh spells the command (its image tag and container name).
+sidecar_form() {
+	case "$1" in
+	"docker build"*) echo '-f packaging/container/Dockerfile -t "$IMAGE" .' ;;
+	*) echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }" ;;
 	esac
 }
 

@@ -87,7 +87,8 @@ is "$(dh_state "$SC")" "running unhealthy" \
 	"meanwhile the sidecar's own container is unhealthy to Docker: it is not judged"
 like "$(cat "$OUT/status")" $'^healthy\n[0-9]+$' "the file is two lines, healthy and a time"
 is "$(stat -c %F "$OUT/status")" "regular file" "a regular file, as the guest agent requires"
-SID=$("$DH_DOCKER" inspect -f '{{.Id}}' "$SC")
+"$DH_DOCKER" exec "$SC" dstack-healthd status >"$DH_T/status.out" 2>&1
+is "$?" 0 "docker exec dstack-healthd status: exit 0, healthy"
 like "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json)" \
 	'"skipped":"the agent itself"' "status shows the sidecar's container skipped as the agent itself"
 is "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json | python3 -c \
@@ -105,8 +106,8 @@ is "$J" "$HEALTHD_OK" "it passes again: the file turns healthy"
 # A drain: nothing but the drain makes the file unhealthy while the app is
 # healthy, and it does not wait for the next refresh.
 T0=$(dh_now_ms)
-"$DH_DOCKER" exec "$SC" dstack-healthd drain >"$DH_T/drain.out" 2>&1
-ok $? "docker exec dstack-healthd drain"
+"$DH_DOCKER" exec "$SC" dstack-healthd drain --wait >"$DH_T/drain.out" 2>&1
+ok $? "docker exec dstack-healthd drain --wait (no poller: returns at once)"
 wait_for 10 test "$(line1)" = unhealthy
 is "$(line1)" unhealthy "the drain makes the file unhealthy"
 diag "from the drain's start to the unhealthy file: $(( $(dh_now_ms) - T0 )) ms (docker exec included)"

@@ -52,6 +52,12 @@ rootfs_tarball() {
 	key=$(printf '%s %s' "$ROOTFS_SUITE" "$ROOTFS_INCLUDE" | sha256sum | cut -c1-12)
 	tar="$ROOTFS_CACHE/$ROOTFS_SUITE-$ROOTFS_FLAVOR-$(date +%Y%m%d)-$key.tar"
 	mkdir -p "$ROOTFS_CACHE" || return 1
+	# A finished tarball appears by a rename: it needs no lock, and another
+	# flavour's build holding the lock must not make this one wait.
+	if [ -s "$tar" ]; then
+		printf '%s\n' "$tar"
+		return 0
+	fi
 	(
 		flock 9 || exit 1
 		[ -s "$tar" ] && exit 0
