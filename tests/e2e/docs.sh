@@ -170,7 +170,7 @@ check() {
 	"docker build -f packaging/container/Dockerfile -t dstack-healthd ." | \
 	"docker exec APP-healthd-1 dstack-healthd status" | \
 	"docker exec APP-healthd-1 dstack-healthd drain --wait")
-		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh
+		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh tests/lib/sidecar_image.sh
 		ok $? "$what: run by tests/e2e/sidecar.sh on a real dockerd" ;;
 	*)
 		ok 1 "$what: shown, but this test has no check for it" ;;
@@ -184,10 +184,11 @@ systemd_form() {
 	esac
 }
 
-# How sidecar.sh spells the command (its image tag and container name).
+# How sidecar.sh (and the image build it calls) spells the command: its
+# image tag and container name.
 sidecar_form() {
 	case "$1" in
-	"docker build"*) echo '-f packaging/container/Dockerfile -t "$IMAGE" .' ;;
+	"docker build"*) echo '-f packaging/container/Dockerfile -t "$image" .' ;;
 	*) echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }" ;;
 	esac
 }
