@@ -90,21 +90,23 @@ wait_for 20 judged "$HEALTHD_OK"
 is "$J" "$HEALTHD_OK" "it passes again: the file turns healthy"
 
 # A drain: nothing but the drain makes the file unhealthy while the app is
-# healthy, and it does not wait for the next refresh: right after a timer
-# refresh wrote at T, the drain's write must carry a time before T + 10 s
-# (a wake on the drain); T + 8 leaves the docker exec 8 s.
-T=$(line2)
-advanced() { [ "$(line2)" != "$T" ]; }
-wait_for 25 advanced
-T=$(line2)
+# healthy. Written when the drain began (its `since`, as the agent took it),
+# not at the next timer refresh up to 10 s later; 3 s of slack for a loaded
+# machine. (tests/e2e/verdict_file.sh, with the timer 60 s away, is the
+# strict guard of the wake; here a broken one still fails 7 times in 10.)
 T0=$(dh_now_ms)
 "$DH_DOCKER" exec "$SC" dstack-healthd drain --wait >"$DH_T/drain.out" 2>&1
 ok $? "docker exec dstack-healthd drain --wait (no poller: returns at once)"
 wait_for 10 test "$(line1)" = unhealthy
 is "$(line1)" unhealthy "the drain makes the file unhealthy"
-ok $([ "$(line2)" -le $((T + 8)) ]; echo $?) \
-	"at once: written at $(line2), the timer's last write at $T, its next due at $((T + 10))"
-diag "from the drain's start to the unhealthy file: $(( $(dh_now_ms) - T0 )) ms (docker exec included)"
+SINCE=$("$DH_DOCKER" exec "$SC" dstack-healthd status --json | python3 -c '
+import datetime, json, sys
+s = json.load(sys.stdin)["drain"]["since"]
+print(int(datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()))')
+W=$(line2)
+ok $([ -n "$SINCE" ] && [ "$W" -ge "$SINCE" ] && [ "$W" -le $((SINCE + 3)) ]; echo $?) \
+	"at once: written at $W, the drain began at $SINCE"
+diag "from the docker exec to the unhealthy file: $(( $(dh_now_ms) - T0 )) ms"
 "$DH_DOCKER" exec "$SC" dstack-healthd resume >/dev/null 2>&1
 ok $? "docker exec dstack-healthd resume"
 wait_for 10 judged "$HEALTHD_OK"

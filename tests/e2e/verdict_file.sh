@@ -78,4 +78,6 @@ wait "$AGENT"
 ERR=$("$BIN" --verdict-file rel/status --compose-file "$T/app.json" 2>&1)
 is "$?:$ERR" "2:dstack-healthd: error: --verdict-file: 'rel/status' is not an absolute path" \
 	"a relative path stops the agent at start (exit 2)"
+ok $(! grep -qE 'AddressSanitizer|runtime error' "$T"/agent*.log; echo $?) \
+	"no sanitizer report in the agents' logs"
 done_testing
