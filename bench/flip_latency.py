@@ -4,15 +4,17 @@
 # timeNano, from our own subscription to /events) to the first moment the
 # agent shows the new verdict: a Health answer on its socket (--agent SOCK),
 # or the verdict file's first line (--file PATH), polled every INTERVAL ms.
-# Both clocks are CLOCK_REALTIME on this machine.
-#   flip_latency.py DOCKER_SOCK CONTAINER N (--agent SOCK | --file PATH) [INTERVAL_MS]
+# Given both, each is polled by its own thread and each line has two
+# figures, the answer's then the file's. Both clocks are CLOCK_REALTIME on
+# this machine.
+#   flip_latency.py DOCKER_SOCK CONTAINER N [--agent SOCK] [--file PATH] [--every MS]
 import json, socket, subprocess, sys, threading, time
 
-docker_sock, container, n, how, target = sys.argv[1:6]
+docker_sock, container, n = sys.argv[1:4]
 n = int(n)
-interval = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.005
+opts = dict(zip(sys.argv[4::2], sys.argv[5::2]))
+interval = float(opts.get("--every", "5")) / 1000
 events = []  # (timeNano, healthy)
-seen = []    # (time_ns, healthy) at each change of what the agent shows
 cond = threading.Condition()
 
 
@@ -39,7 +41,7 @@ def follow_events():
                     cond.notify_all()
 
 
-def ask_agent():
+def ask_agent(target):
     s = socket.socket(socket.AF_UNIX)
     s.connect(target)
     s.sendall(b"POST /prpc/v1/Health?json HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
@@ -53,7 +55,7 @@ def ask_agent():
     return json.loads(r.split(b"\r\n\r\n", 1)[1])["healthy"]
 
 
-def read_file():
+def read_file(target):
     try:
         with open(target, "rb") as f:
             return f.readline() == b"healthy\n"
@@ -61,11 +63,11 @@ def read_file():
         return None
 
 
-def poll():
+def poll(ask, target, seen):
+    """seen: (time_ns, healthy) at each change of what the agent shows."""
     last = None
-    ask = ask_agent if how == "--agent" else read_file
     while True:
-        h = ask()
+        h = ask(target)
         t = time.time_ns()
         if h != last:
             with cond:
@@ -75,20 +77,28 @@ def poll():
         time.sleep(interval)
 
 
+watched = []  # the seen lists, in the order of the figures
+for flag, ask in (("--agent", ask_agent), ("--file", read_file)):
+    if flag in opts:
+        watched.append([])
+        threading.Thread(target=poll, args=(ask, opts[flag], watched[-1]), daemon=True).start()
 threading.Thread(target=follow_events, daemon=True).start()
-threading.Thread(target=poll, daemon=True).start()
 time.sleep(0.5)
 want = True
 for i in range(n):
     want = not want
-    ne, ns = len(events), len(seen)
+    ne, ns = len(events), [len(w) for w in watched]
+
+    def done():
+        return len(events) > ne and events[-1][1] == want and all(
+            len(w) > k and w[-1][1] == want for w, k in zip(watched, ns))
+
     subprocess.run(["/usr/bin/docker", "exec", container, "touch" if want else "rm", "/ok"],
                    check=True)
     with cond:
-        if not cond.wait_for(lambda: len(events) > ne and events[-1][1] == want
-                             and len(seen) > ns and seen[-1][1] == want, timeout=30):
+        if not cond.wait_for(done, timeout=30):
             print("error: transition %d not seen within 30 s" % i, file=sys.stderr)
             sys.exit(1)
         ev_t = [e for e in events[ne:] if e[1] == want][0][0]
-        seen_t = [s for s in seen[ns:] if s[1] == want][0][0]
-    print("%.3f" % ((seen_t - ev_t) / 1e6), flush=True)
+        print(" ".join("%.3f" % (([x for x in w[k:] if x[1] == want][0][0] - ev_t) / 1e6)
+                       for w, k in zip(watched, ns)), flush=True)
