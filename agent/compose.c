@@ -271,6 +271,12 @@ bool manifest_try(struct manifest *m, const char *path)
 		return true;
 	compose_free(&m->app);
 	m->ok = compose_load(path, &m->app, &m->err) == 0;
+	/* The status file is what this agent writes: reading it back would
+	 * judge the agent, not the app (issue 21). */
+	if (m->ok && m->writes_status_file) {
+		free(m->app.health_status_file);
+		m->app.health_status_file = NULL;
+	}
 	return m->ok;
 }
 

@@ -45,6 +45,10 @@ struct manifest {
 	struct app_compose app; /* valid when ok */
 	bool ok;
 	struct errbuf err; /* why not, when !ok */
+	/* Set before the first manifest_try when the agent writes a verdict
+	 * file (a sidecar): requirements.health_status_file names that file,
+	 * so it is dropped and the Compose containers are judged. */
+	bool writes_status_file;
 };
 
 /* Reads path into m unless m is usable already; true when it is. */

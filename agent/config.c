@@ -36,9 +36,10 @@ struct opt_def {
 
 #define OPT(n, t, field, a, h) { n, t, offsetof(struct config, field), a, h }
 static const struct opt_def opts[] = {
-	OPT("listen", OPT_STRING, listen, "ADDR",
+	OPT("listen", OPT_STRING_EMPTY, listen, "ADDR",
 	    "where to serve pRPC: HOST:PORT, [IPv6]:PORT or unix:PATH; HOST is an "
-	    "IPv4 address, localhost, or * for every address (default 0.0.0.0:8090)"),
+	    "IPv4 address, localhost, or * for every address; empty: no public "
+	    "listener, as in a sidecar (default 0.0.0.0:8090)"),
 	OPT("header-timeout", OPT_SECONDS, header_timeout_ms, "SECONDS",
 	    "a connection that has not sent a whole request this long after its "
 	    "accept or its previous request is closed (default 2)"),
@@ -83,6 +84,10 @@ static const struct opt_def opts[] = {
 	OPT("drain-window", OPT_SECONDS, drain_window_ms, "SECONDS",
 	    "`drain --wait` waits for every address that polled Health this\n"
 	    "recently to have been told (default 30)"),
+	OPT("verdict-file", OPT_STRING_EMPTY, verdict_file, "PATH",
+	    "after every refresh, drain and resume, write the served verdict to "
+	    "this absolute path as an app's health status file, for a sidecar on "
+	    "a stock dstack image (default: none)"),
 };
 #undef OPT
 
@@ -372,12 +377,14 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->control_socket = strdup(CONFIG_DEFAULT_CONTROL_SOCKET);
 	c->metrics_listen = strdup("");
 	c->relay = strdup("");
+	c->verdict_file = strdup("");
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
 		if ((opts[i].offset == offsetof(struct config, docker_host) && dh && *dh) ||
 		    (opts[i].offset == offsetof(struct config, docker_tls_verify) && tls) ||
 		    (opts[i].offset == offsetof(struct config, docker_cert_path) && certs && *certs))
 			c->origin[i] = CONFIG_FROM_DOCKER_ENV;
-	if (!c->control_socket || !c->metrics_listen || !c->relay || !c->listen || !c->compose_file || !c->runtime_file || !c->docker_host ||
+	if (!c->verdict_file || !c->control_socket || !c->metrics_listen || !c->relay || !c->listen ||
+	    !c->compose_file || !c->runtime_file || !c->docker_host ||
 	    !c->docker_cert_path || !c->nerdctl)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	return 0;
@@ -644,12 +651,20 @@ static int blame(const struct config *c, const char *key, int r, struct errbuf *
 int config_check(const struct config *c, struct errbuf *err)
 {
 	int r;
-	if ((r = rpc_listen_parse(c->listen, false, err)) < 0)
+	if (*c->listen && (r = rpc_listen_parse(c->listen, false, err)) < 0)
 		return blame(c, "listen", r, err);
+	/* Relative to what? The agent's working folder is nobody's choice. */
+	if (*c->verdict_file && c->verdict_file[0] != '/')
+		return blame(c, "verdict_file",
+			     errbuf_set(err, EINVAL, "'%s' is not an absolute path",
+					c->verdict_file), err);
 	if (*c->metrics_listen && (r = rpc_listen_parse(c->metrics_listen, true, err)) < 0)
 		return blame(c, "metrics_listen", r, err);
 	if (*c->relay && (r = relay_parse(c->relay, err)) < 0)
 		return blame(c, "relay", r, err);
+	/* The relay fronts the public listener: without one nothing reaches it. */
+	if (*c->relay && !*c->listen)
+		return blame(c, "relay", errbuf_set(err, EINVAL, "needs the public listener, and listen is empty"), err);
 	if (*c->control_socket) {
 		char spec[PATH_MAX_WHERE];
 		if (c->control_socket[0] != '/')

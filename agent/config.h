@@ -39,6 +39,7 @@ struct config {
 	char *control_socket;     /* the local view's unix socket; "" disables it */
 	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
 	char *relay;              /* the guest agent, for all but Health; "" none */
+	char *verdict_file;       /* the served verdict as a status file; "" none */
 
 	/* Where each option's value came from (CONFIG_FROM_*), by its index in
 	 * the options table. */

@@ -57,6 +57,7 @@ static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 	log_set_max_priority(a->cfg.log_priority);
 	if ((r = config_check(&a->cfg, err)) < 0)
 		return r;
+	a->m.writes_status_file = *a->cfg.verdict_file != '\0';
 	if (!manifest_try(&a->m, a->cfg.compose_file))
 		return 0;
 	const struct app_compose *app = &a->m.app;
@@ -203,12 +204,31 @@ static uint64_t ask_reload(void *arg)
  * reload gives it the new window. */
 static struct drain *the_drain;
 
+/* The running refresher, for the control thread's drain and resume to
+ * wake (the verdict file, issue 21); NULL while a reload swaps it, and the
+ * new one's first refresh writes what is served then. */
+static struct {
+	pthread_mutex_t lock;
+	struct refresher *rf;
+} live = { PTHREAD_MUTEX_INITIALIZER, NULL };
+
+static void live_set(struct refresher *rf)
+{
+	pthread_mutex_lock(&live.lock);
+	live.rf = rf;
+	pthread_mutex_unlock(&live.lock);
+}
+
 static void drain_changed(void *arg, bool draining, int64_t at_ms, const struct verdict *served)
 {
 	char summary[256];
 	verdict_summary(served, summary, sizeof(summary));
 	log_msg(LOG_NOTICE, draining ? "drain: serving %s" : "resume: serving %s", summary);
 	opview_note_drain(arg, draining, at_ms, served);
+	pthread_mutex_lock(&live.lock);
+	if (live.rf)
+		refresh_write_soon(live.rf);
+	pthread_mutex_unlock(&live.lock);
 }
 
 static void reload_answer(uint64_t serving, int result, const char *text)
@@ -263,6 +283,7 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	log_manifest(&n);
 	struct refresh_state st = { 0 };
 	bool same = *rf && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
+	live_set(NULL);
 	refresh_stop(*rf, &st);
 	*rf = NULL;
 	free_agent(a);
@@ -273,6 +294,7 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 		drain_set_window(the_drain, a->cfg.drain_window_ms);
 	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, rf, &err);
 	refresh_state_free(&st);
+	live_set(*rf);
 	if (r < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
 		size_t l = strlen(text);
@@ -386,6 +408,10 @@ static int open_listener(const struct agent *a, int *fd, int *control_fd)
 		*fd = SD_LISTEN_FDS_START;
 		return 0;
 	}
+	/* A sidecar (issue 21): no gateway polls it; the control socket and
+	 * the verdict file are its outputs. */
+	if (!*a->cfg.listen)
+		return 0;
 	if (rpc_listen(a->cfg.listen, fd, &err) < 0) {
 		char where[CONFIG_WHERE_MAX];
 		config_where(&a->cfg, "listen", where, sizeof(where));
@@ -403,8 +429,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		return EXIT_CONFIG;
 	control_fd = open_control(a, control_fd);
 	int metrics_fd = open_metrics(a);
-	char desc[256];
-	if (rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
+	char desc[256] = "no public listener";
+	if (fd >= 0 && rpc_listen_describe(fd, desc, sizeof(desc)) < 0)
 		snprintf(desc, sizeof(desc), "%s", a->cfg.listen);
 
 	struct verdict v;
@@ -452,7 +478,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		}
 		so.relay = co.relay = relay;
 	}
-	if (rpc_server_start(&so, &srv, &err) < 0) {
+	if (fd >= 0 && rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
@@ -480,6 +506,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
+	live_set(rf);
 
 	int sig = 0;
 	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
@@ -489,6 +516,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	notify_stopping();
 	rc = EXIT_SUCCESS;
 out:
+	live_set(NULL);
 	refresh_stop(rf, NULL);
 	rchan.ctl = NULL;
 	control_stop(ctl);

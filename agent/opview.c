@@ -376,6 +376,34 @@ static int history_json(struct opview *v, struct json_buf *b)
 	return e ? e : json_buf_puts(b, "]");
 }
 
+/* The verdict file's writes (issue 21); null when there is none. */
+static int vfile_json(const struct opview *v, struct json_buf *b, const struct opview_refresh *r)
+{
+	const struct opview_vfile *f = &v->vfile;
+	if (!*r->cfg->verdict_file)
+		return json_buf_puts(b, "null");
+	int e = json_buf_puts(b, "{");
+	if (!e) e = put_str(b, "path", r->cfg->verdict_file);
+	if (!e) e = view_printf(b, ",\"writes\":%llu,\"failures\":%llu,\"failing\":%s,",
+				(unsigned long long)f->writes, (unsigned long long)f->failures,
+				f->failing ? "true" : "false");
+	if (!e) e = put_time(b, "last_write", f->last_write_ms);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_str(b, "last_written", !f->writes ? NULL
+					      : f->last_healthy ? "healthy" : "unhealthy");
+	if (!e) e = json_buf_puts(b, ",\"last_failure\":");
+	if (!e && f->last_failure_ms) {
+		e = json_buf_puts(b, "{");
+		if (!e) e = put_time(b, "time", f->last_failure_ms);
+		if (!e) e = json_buf_puts(b, ",");
+		if (!e) e = put_str(b, "error", f->last_error);
+		if (!e) e = json_buf_puts(b, "}");
+	} else if (!e) {
+		e = json_buf_puts(b, "null");
+	}
+	return e ? e : json_buf_puts(b, "}");
+}
+
 static int status_json(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
 {
 	int e = json_buf_puts(b, "\"source\":");
@@ -386,6 +414,8 @@ static int status_json(struct opview *v, struct json_buf *b, const struct opview
 	if (!e) e = statusfile_json(b, r);
 	if (!e) e = json_buf_puts(b, ",\"refresh\":");
 	if (!e) e = refresh_json(v, b, r);
+	if (!e) e = json_buf_puts(b, ",\"verdict_file\":");
+	if (!e) e = vfile_json(v, b, r);
 	if (!e) e = json_buf_puts(b, ",\"history\":");
 	return e ? e : history_json(v, b);
 }
@@ -446,6 +476,16 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 				     "Docker events stream subscriptions after the first");
 	if (!e) e = view_prom_sample(b, "dstack_healthd_events_reconnects_total", NULL,
 				     (double)ws.reconnects);
+	if (!e && *r->cfg->verdict_file) {
+		e = view_prom_family(b, "dstack_healthd_verdict_file_write_failures_total",
+				     "counter", "writes of the verdict file that failed");
+		if (!e) e = view_prom_sample(b, "dstack_healthd_verdict_file_write_failures_total",
+					     NULL, (double)v->vfile.failures);
+		if (!e) e = view_prom_family(b, "dstack_healthd_verdict_file_failing", "gauge",
+					     "1 while the last write of the verdict file failed");
+		if (!e) e = view_prom_sample(b, "dstack_healthd_verdict_file_failing", NULL,
+					     v->vfile.failing);
+	}
 	return e;
 }
 

@@ -42,6 +42,16 @@ struct opview_since {
 	uint32_t name, status; /* offsets into the strings after the entries */
 };
 
+/* The verdict file's writes (issue 21), kept across reloads so that a
+ * failure streak is logged once. Written by the refresh thread only. */
+struct opview_vfile {
+	uint64_t writes, failures;
+	bool failing;       /* the last write failed */
+	bool last_healthy;  /* what the last successful write said */
+	int64_t last_write_ms, last_failure_ms; /* CLOCK_REALTIME */
+	char last_error[ERRBUF_SIZE];
+};
+
 /* Owned by main; the refresh thread (one at a time, across reloads) is the
  * only writer of everything but the box and the pollers, which have their
  * own locks. */
@@ -70,6 +80,8 @@ struct opview {
 
 	struct opview_since *since;
 	size_t n_since;
+
+	struct opview_vfile vfile;
 };
 
 /* v must be zeroed storage (static, or calloc'd). */

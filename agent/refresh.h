@@ -87,5 +87,9 @@ void refresh_state_free(struct refresh_state *st);
 /* Asks for a refresh now (coalesced with one already pending, and spaced
  * by min_refresh_spacing). Never blocks on a refresh in progress. */
 void refresh_kick(struct refresher *r);
+/* Asks the loop to write the verdict file (issue 21) with what is served
+ * now, without a refresh: a drain or resume changed it. Any thread; the
+ * write happens on the loop thread, so that no request does file I/O. */
+void refresh_write_soon(struct refresher *r);
 
 #endif

@@ -2,10 +2,13 @@
 #include "agent/source.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "base/cleanup.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
 #include "runtime/nerdctl.h"
@@ -55,9 +58,49 @@ void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_o
 				   .cancel_fd = cancel_fd };
 }
 
+bool source_short_id(const char *s)
+{
+	size_t n = strspn(s, "0123456789abcdef");
+	return n == 12 && s[n] == '\0';
+}
+
+/* The agent's own container, when it runs in one of this Docker's (a
+ * sidecar, issue 21): found by its hostname, which Docker sets to the
+ * short id unless the service overrides it (docs/design.md §4, "The
+ * sidecar"). 1 found, 0 not in a container of this daemon. */
+static int find_self(const struct config *cfg, int64_t deadline, int cancel_fd,
+		     struct container *self, struct errbuf *err)
+{
+	char host[HOST_NAME_MAX + 1];
+	if (gethostname(host, sizeof(host)) < 0 || !source_short_id(host))
+		return 0;
+	struct docker_opts o;
+	source_docker_opts(cfg, cancel_fd, &o);
+	int r = docker_find_self(&o, host, deadline, self, err);
+	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r < 0 ? r : 0);
+	return r;
+}
+
+int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
+		   struct runtime_info *ri, struct container *self, struct errbuf *err)
+{
+	int found = find_self(cfg, deadline, cancel_fd, self, err);
+	if (found < 0)
+		return found;
+	/* The runtime file is written when Compose starts, after the agent is
+	 * up: it is read afresh on every refresh. */
+	int r = runtimefile_read(cfg->runtime_file, ri, err);
+	if (r != -ENOENT || !found || !self->project)
+		return r;
+	/* A sidecar without it mounted judges the project it was started in. */
+	ri->project = strdup(self->project);
+	return ri->project ? 1 : errbuf_set(err, ENOMEM, "out of memory");
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
-			    const struct runtime_info *ri, int64_t deadline, int cancel_fd,
-			    struct verdict *out, struct source_detail *d, struct errbuf *err)
+			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
+			    int cancel_fd, struct verdict *out, struct source_detail *d,
+			    struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
@@ -74,6 +117,8 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	/* What the runtime clients leave untagged is their parsing of an
 	 * answer. */
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
+	for (size_t i = 0; r >= 0 && self_id && i < l.n; i++)
+		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
 	if (r >= 0)
 		r = containers_judge(&l, out);
 	if (r >= 0 && d) {
@@ -149,10 +194,10 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 		}
 		return r;
 	}
-	/* The runtime file is written when Compose starts, after the agent is
-	 * up: it is read afresh on every refresh. */
+	_cleanup_(container_free) struct container self = { 0 };
 	struct runtime_info ri = { 0 };
-	int r = runtimefile_read(cfg->runtime_file, &ri, err);
+	int r = k == SOURCE_DOCKER ? source_project(cfg, deadline, cancel_fd, &ri, &self, err)
+				   : runtimefile_read(cfg->runtime_file, &ri, err);
 	if (r == -ENOENT) {
 		out->healthy = false;
 		return verdict_add(out, COMPOSE_ENTRY, "no container has been created yet");
@@ -164,7 +209,7 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, deadline, cancel_fd, out, d, err);
+	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, out, d, err);
 	runtime_info_free(&ri);
 	return r;
 }

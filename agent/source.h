@@ -26,6 +26,21 @@ enum source_kind {
 };
 enum source_kind source_kind(const struct app_compose *app);
 
+/* Pure: s is a short container id as Docker makes a container's hostname:
+ * exactly 12 lower-case hex digits. */
+bool source_short_id(const char *s);
+
+struct runtime_info;
+/* The Compose project a Docker source judges, into ri (free with
+ * runtime_info_free): the runtime file's; else, when the agent runs in a
+ * container of this Docker (a sidecar, issue 21), its own container's
+ * com.docker.compose.project label. 0 from the runtime file, 1 from the
+ * label, -ENOENT when neither names one. self
+ * (zeroed; free with container_free) gets the agent's own container, when
+ * found, so that it is never judged. */
+int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
+		   struct runtime_info *ri, struct container *self, struct errbuf *err);
+
 /* The Docker Engine API endpoint the configuration names, with cancel_fd. */
 void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_opts *o);
 

@@ -96,12 +96,15 @@ static bool pause_ms(struct watcher *w, int64_t ms)
 	return r == 0;
 }
 
-static bool project_changed(const struct watcher *w, const char *project)
+/* Checked every EVENTS_RECHECK_MS: the runtime file alone, no query. A
+ * project taken from the agent's own container's label (a sidecar) stays
+ * until the runtime file appears: a container's labels never change. */
+static bool project_changed(const struct watcher *w, const char *project, bool from_self)
 {
 	struct runtime_info ri = { 0 };
 	struct errbuf err = { "" };
 	int r = runtimefile_read(w->cfg->runtime_file, &ri, &err);
-	bool changed = r < 0 || strcmp(ri.project, project) != 0;
+	bool changed = from_self ? r != -ENOENT : r < 0 || strcmp(ri.project, project) != 0;
 	runtime_info_free(&ri);
 	return changed;
 }
@@ -109,7 +112,7 @@ static bool project_changed(const struct watcher *w, const char *project)
 /* Reads events until the stream ends or breaks (a negative errno), or is
  * to be opened afresh (1): the runtime file names another project, or it was
  * silent too long. *healthy: it lasted. */
-static int follow(struct watcher *w, struct events *ev, const char *project,
+static int follow(struct watcher *w, struct events *ev, const char *project, bool from_self,
 		  bool *healthy, struct errbuf *err)
 {
 	int64_t since = clock_mono_ms(), last = since;
@@ -122,7 +125,7 @@ static int follow(struct watcher *w, struct events *ev, const char *project,
 			stats_event(w, e.name, e.action);
 			w->kick(w->kick_arg);
 			last = clock_mono_ms();
-		} else if (r == -ETIMEDOUT && (project_changed(w, project) ||
+		} else if (r == -ETIMEDOUT && (project_changed(w, project, from_self) ||
 					       clock_mono_ms() - last >= EVENTS_MAX_SILENCE_MS)) {
 			r = 1;
 			break;
@@ -158,8 +161,12 @@ static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
 		      bool *no_file, struct errbuf *err)
 {
 	struct runtime_info ri = { 0 };
+	struct container self = { 0 };
 	struct events *ev = NULL;
-	int r = runtimefile_read(w->cfg->runtime_file, &ri, err);
+	int r = source_project(w->cfg, clock_mono_ms() + w->cfg->refresh_timeout_ms, w->cancel_fd,
+			       &ri, &self, err);
+	bool from_self = r == 1;
+	container_free(&self);
 	*no_file = r == -ENOENT;
 	if (r < 0)
 		return r;
@@ -172,7 +179,7 @@ static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
 		stats_up(w, true, NULL);
 		/* Whatever happened while no stream was open went unseen. */
 		w->kick(w->kick_arg);
-		r = follow(w, ev, ri.project, healthy, err);
+		r = follow(w, ev, ri.project, from_self, healthy, err);
 	}
 	events_close(ev);
 	runtime_info_free(&ri);

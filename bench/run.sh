@@ -13,7 +13,8 @@
 # servers and load generators at normal priority instead of SCHED_FIFO,
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
 # the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only,
-# BENCH_ONLY=relay section 7 only.
+# BENCH_ONLY=relay section 7 only, BENCH_ONLY=sidecar the sidecar's figures
+# (bench/sidecar.sh) only.
 set -u
 # No agent started here creates the system-wide control socket; the one
 # measured with the view on passes --control-socket in $T.
@@ -32,6 +33,13 @@ FAKE=bench/fake_docker.py
 DOCKER=/usr/bin/docker
 OUT=$B/bench/results.txt
 
+# The sidecar's figures need a private dockerd and an image build, not the
+# load tools: on their own, they are bench/sidecar.sh's (make bench runs it
+# after this script).
+if [ "$ONLY" = sidecar ]; then
+	bench/sidecar.sh "$B"
+	exit 0
+fi
 for f in "$AGENT" "$RB" "$OL"; do
 	[ -x "$f" ] || { echo "bench: $f is not built (run make bench)" >&2; exit 1; }
 done

@@ -84,9 +84,12 @@ int drain_begin(struct drain *d)
 		pthread_mutex_unlock(&d->lock);
 		return -ENOMEM;
 	}
+	/* Told after the swap, so that whoever it wakes (the verdict file's
+	 * writer) reads the drain's verdict. The cache owns s from the swap
+	 * on; the drain lock, held here, is the only way to lift it. */
+	cache_override(d->cache, s);
 	if (d->changed)
 		d->changed(d->arg, true, clock_real_ms(), &s->verdict);
-	cache_override(d->cache, s);
 	/* Taken after the swap: an answer numbered after it that was the
 	 * drain's (pollers note which) was served by this drain. */
 	d->since_seq = pollers_seq(d->pollers);

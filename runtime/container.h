@@ -28,6 +28,9 @@ struct container {
 	int64_t started_at_ns;    /* State.StartedAt */
 	int64_t health_log_end_ns; /* End of the newest State.Health.Log entry */
 	bool oneoff;               /* com.docker.compose.oneoff=True */
+	/* The agent's own container, when it runs as a sidecar in the project
+	 * it judges (issue 21): never judged, not counted as created. */
+	bool agent_self;
 	/* com.docker.compose.project as inspect printed it (NULL when absent);
 	 * nerdctl's list checks it again, in case --filter was ignored. */
 	char *project;
@@ -59,7 +62,8 @@ void container_free(struct container *c);
 /* Pure: the verdict for the containers of one project (docs/design.md §4,
  * "Containers"). out must be initialised. -ENOMEM. */
 int containers_judge(const struct container_list *l, struct verdict *out);
-/* Pure: why the judge skips c ("one-off", "no healthcheck"), or NULL when it
+/* Pure: why the judge skips c ("one-off", "the agent itself", "no
+ * healthcheck"), or NULL when it
  * is judged. */
 const char *container_skip_reason(const struct container *c);
 

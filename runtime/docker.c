@@ -399,19 +399,45 @@ static int inspect(struct api *a, const char *id, struct container_list *out)
 	return r;
 }
 
+/* Connects and negotiates the API version: the first steps of every
+ * query. */
+static int api_open(struct api *a, const struct docker_opts *o, struct errbuf *err)
+{
+	/* Checked at start when the source is Docker; an app-compose.json
+	 * that became usable later is the way here. */
+	int r = errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
+			   http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a->ep, err));
+	a->ep.cancel_fd = o->cancel_fd;
+	return r ? r : ping(a);
+}
+
+int docker_find_self(const struct docker_opts *o, const char *short_id, int64_t deadline,
+		     struct container *self, struct errbuf *err)
+{
+	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
+	struct container_list l = { 0 };
+	int r = api_open(&a, o, err);
+	if (r == 0)
+		r = inspect(&a, short_id, &l);
+	/* A name that merely looks like an id prefix, or one that matches
+	 * another container's name, is not this one. */
+	bool mine = r == 0 && l.n == 1 && l.v[0].id &&
+		    strncmp(l.v[0].id, short_id, strlen(short_id)) == 0;
+	if (mine) {
+		*self = l.v[0];
+		l.n = 0;
+	}
+	container_list_free(&l);
+	return r < 0 ? r : mine;
+}
+
 int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
 		struct container_list *out, struct errbuf *err)
 {
 	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
 	struct docker_ids todo = { 0 };
 	size_t n0 = out->n;
-	/* Checked at start when the source is Docker; an app-compose.json
-	 * that became usable later is the way here. */
-	int r = errbuf_tag(err, ERR_KIND_RUNTIME_UNREACHABLE,
-			   http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &a.ep, err));
-	a.ep.cancel_fd = o->cancel_fd;
-	if (r == 0)
-		r = ping(&a);
+	int r = api_open(&a, o, err);
 	if (r == 0) {
 		out->api_version = a.version;
 		r = list(&a, project, out, &todo);

@@ -104,6 +104,10 @@ int containers_judge(const struct container_list *l, struct verdict *out)
 		 * rotation forever (this agent's choice, docs/design.md §4). */
 		if (c->oneoff)
 			continue;
+		/* A sidecar judging itself would hold the app out when it
+		 * starts and vouch for it when it stops. */
+		if (c->agent_self)
+			continue;
 		created++;
 		if (!declares_healthcheck(c))
 			continue;
@@ -128,6 +132,8 @@ const char *container_skip_reason(const struct container *c)
 {
 	if (c->oneoff)
 		return "one-off (compose run)";
+	if (c->agent_self)
+		return "the agent itself";
 	if (!declares_healthcheck(c))
 		return "no healthcheck";
 	return NULL;

@@ -29,8 +29,10 @@ plain() { sed -e 's/\\-/-/g' -e 's/\\(aq/\x27/g' -e 's/\\f[BIRP]//g' -e 's/\\&//
 
 # --- the commands, as the documents print them ------------------------------
 # README: indented lines, a trailing backslash joins the next; comments cut.
+# Fenced blocks are files (YAML, JSON), never commands.
 readme_cmds() {
-	awk '/^    / && (j != "" || /^    [^ ]/) { l = substr($0, 5); if (j != "") l = j " " l; j = "";
+	awk '/^```/ { f = !f; next } f { next }
+		/^    / && (j != "" || /^    [^ ]/) { l = substr($0, 5); if (j != "") l = j " " l; j = "";
 		if (l ~ /\\$/) { j = substr(l, 1, length(l) - 1); next } print l }' README.md |
 		sed -E 's/ +# .*$//; s/ +$//; s/ +/ /g'
 }
@@ -52,7 +54,10 @@ cat >"$T/app.json" <<JSON
 {"manifest_version": "3", "name": "docs", "runner": "bash",
  "requirements": {"health_check": true, "health_status_file": "$T/health"}}
 JSON
-printf 'healthy\n%s\n' "$(date +%s)" >"$T/health"
+# Kept fresh: on a loaded machine this test runs past the file's 60 s.
+( while :; do printf 'healthy\n%s\n' "$(date +%s)" >"$T/health.tmp" && mv "$T/health.tmp" "$T/health"; sleep 5; done ) &
+PIDS+=($!)
+wait_for 5 test -e "$T/health"
 "$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" --control-socket "$T/control.sock" \
 	2>"$T/agent.log" &
 PIDS+=($!)
@@ -173,6 +178,11 @@ check() {
 		front_up
 		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
 		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
+	"docker build -f packaging/container/Dockerfile -t dstack-healthd ." | \
+	"docker exec APP-healthd-1 dstack-healthd status" | \
+	"docker exec APP-healthd-1 dstack-healthd drain --wait")
+		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh tests/lib/sidecar_image.sh
+		ok $? "$what: run by tests/e2e/sidecar.sh on a real dockerd" ;;
 	*)
 		ok 1 "$what: shown, but this test has no check for it" ;;
 	esac
@@ -208,6 +218,15 @@ front_up() {
 	wait_for 10 front_healthy
 	ok $? "the relaying agent (port $FRONT_PORT, relay to the stand-in on $GA_PORT) answers Health itself"
 	is "$(curl -s "http://127.0.0.1:$FRONT_PORT/")" 'stand-in dashboard' "and relays / to the stand-in guest agent"
+}
+
+# How sidecar.sh (and the image build it calls) spells the command: its
+# image tag and container name.
+sidecar_form() {
+	case "$1" in
+	"docker build"*) echo '-f packaging/container/Dockerfile -t "$image" .' ;;
+	*) echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }" ;;
+	esac
 }
 
 check_make_run() {

@@ -139,7 +139,7 @@ static void test_errors(void)
 		{ { "x", "--interval", "0" }, { 0 }, "--interval: must be a number" },
 		{ { "x", "--interval", "-1" }, { 0 }, "--interval" },
 		{ { "x", "--refresh-timeout", "1e9" }, { 0 }, "--refresh-timeout" },
-		{ { "x", "--listen", "" }, { 0 }, "--listen: must not be empty" },
+		{ { "x", "--compose-file", "" }, { 0 }, "--compose-file: must not be empty" },
 		{ { "x", "--log-level", "loud" }, { 0 }, "--log-level" },
 		{ { "x", "--bogus" }, { 0 }, "--bogus: unknown option" },
 		{ { "x", "--listen" }, { 0 }, "--listen: needs a value" },
@@ -329,6 +329,8 @@ static const struct {
 	  "must be err, warning" },
 	{ "drain_window", "--drain-window", "DSTACK_HEALTHD_DRAIN_WINDOW", "0", "0",
 	  "must be a number of seconds" },
+	{ "verdict_file", "--verdict-file", "DSTACK_HEALTHD_VERDICT_FILE", "rel/status",
+	  "\"rel/status\"", "'rel/status' is not an absolute path" },
 };
 
 static void expect_origin(int r, const struct errbuf *e, const char *origin, const char *says,
