@@ -113,6 +113,25 @@ is "$out" "error: cannot connect to tcp://localhost:$(cat "$T/port2"): timed out
 # The peer never answers: without the deadline this would not end at all.
 ok $(( dt >= 950 && dt < 10000 ? 0 : 1 )) "the deadline held during the handshake (${dt} ms)"
 
+# An IP-addressed peer whose certificate carries that IP as an iPAddress SAN
+# (what dockerd's TLS guide makes), without dockerd: accepted for that IP,
+# refused for a name. mbedtls 3.6.3 and later refuse any verifying handshake
+# whose name was never set: this is where the NULL name for an IP host shows.
+leaf ipsan dockerd "subjectAltName=IP:127.0.0.1
+extendedKeyUsage=serverAuth"
+ok $? "made an IP-only server certificate"
+python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port3" \
+	--tls "$T/ipsan.pem" "$T/ipsan-key.pem" --client-ca "$T/good-ca.pem" \
+	"/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" \
+	"/v1\.52/containers/[0-9a-f]*/json=file:$R/inspect-db.http" &
+PIDS+=($!)
+wait_for 20 test -s "$T/port3"
+like "$(tls "$T/good" "tcp://127.0.0.1:$(cat "$T/port3")" demo 5000)" "^demo-web-1 state=" \
+	"host 127.0.0.1, certificate with IP:127.0.0.1: accepted"
+like "$(tls "$T/good" "tcp://localhost:$(cat "$T/port3")" demo 5000)" \
+	"^error: cannot connect to tcp://localhost:$(cat "$T/port3"): TLS handshake: server certificate not trusted: .*(CN|Common Name).*match" \
+	"host localhost, certificate with IP:127.0.0.1 only: refused"
+
 # --- The real dockerd, --tlsverify on 127.0.0.1 and 127.0.0.2 ----------------
 if [ "$(id -u)" != 0 ] || ! command -v dockerd >/dev/null || ! command -v curl >/dev/null; then
 	diag "skipping the real dockerd: needs root, dockerd and curl"
