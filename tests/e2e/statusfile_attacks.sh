@@ -4,8 +4,9 @@
 # the health_status_file path, through the real binary: a FIFO with no
 # writer, symlinks to /dev/zero, to a directory and in a loop, a socket, a
 # huge sparse file, a file rewritten in place while it is read, a path whose
-# parent disappears or becomes a file. For each: --once answers within 5 s
-# (a hang is killed at 10 s; the rest is a loaded machine's process start)
+# parent disappears or becomes a file. For each: --once answers within 15 s
+# (a hang is killed at 30 s; the rest is a loaded machine's process start:
+# 7.5 s was seen at load 36)
 # with exit 1 and a reason naming the rule, never the file's bytes; and a
 # long-running agent (its path's parent is a symlink we swap) turns to the
 # same reason while every gateway poll is answered. Anything that is not a
@@ -22,11 +23,11 @@ BIN=$B/dstack-healthd
 POLL=tests/fakes/gateway_poll.py
 [ -x "$BIN" ] || skip_all "$BIN not built"
 command -v python3 >/dev/null || skip_all "python3 is not installed"
-ONCE_MAX_MS=5000
+ONCE_MAX_MS=15000
 RSS_GROWTH_MAX_KB=2048
 case "$B" in
 *asan*) # the sanitizer's start-up and its allocator's quarantine
-	ONCE_MAX_MS=8000
+	ONCE_MAX_MS=20000
 	RSS_GROWTH_MAX_KB=$((32 * 1024)) ;;
 esac
 
@@ -57,7 +58,7 @@ attack() {
 	# machine only some.
 	for i in 1 2 3; do
 		start=$(date +%s%N)
-		out=$(timeout 10 "$BIN" --once --compose-file "$T/app.json" 2>"$T/once.err")
+		out=$(timeout 30 "$BIN" --once --compose-file "$T/app.json" 2>"$T/once.err")
 		rc=$?
 		t=$(( ($(date +%s%N) - start) / 1000000 ))
 		[ "$t" -lt "$ms" ] && ms=$t
@@ -148,7 +149,7 @@ bad=0 n=0 healthy=0 maxms=0
 : >"$T/times"
 for i in $(seq 1 40); do
 	start=$(date +%s%N)
-	out=$(timeout 10 "$BIN" --once --compose-file "$T/app.json")
+	out=$(timeout 30 "$BIN" --once --compose-file "$T/app.json")
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	echo "$ms" >>"$T/times"
 	[ "$ms" -gt "$maxms" ] && maxms=$ms
@@ -165,7 +166,7 @@ wait "$WRITER"
 is "$bad" 0 "rewritten in place: $n answers, $healthy healthy, the rest a half-written file's rule"
 median=$(sort -n "$T/times" | sed -n "$((n / 2))p")
 ok $([ "$median" -lt "$ONCE_MAX_MS" ]; echo $?) \
-	"rewritten in place: --once median ${median} ms, slowest ${maxms} ms (none hung: each under timeout 10)"
+	"rewritten in place: --once median ${median} ms, slowest ${maxms} ms (none hung: each under timeout 30)"
 ok $(grep -q 'polls=\([0-9]*\) ok=\1 ' <<<"$summary"; echo $?) "rewritten in place: every poll answered ($summary)"
 ROWS+=("$(printf '%-18s | %4s ms | %s' rewritten-in-place "$median" "$healthy/$n healthy, the rest empty/one line/bad timestamp")")
 
