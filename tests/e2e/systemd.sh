@@ -309,9 +309,16 @@ drain_before_stop() { # drain_before_stop WHAT T0 T1
 	ok $([ $(( ($3 - $2) / 1000000 )) -lt 15000 ]; echo $?) \
 		"$1: the whole stop took $(( ($3 - $2) / 1000000 )) ms, less than the wait's bound (15 s)"
 }
-t0=$(in_c date +%s%N)
-in_c systemctl stop app-compose
-t1=$(in_c date +%s%N)
+# stop_timed UNIT...: systemctl stop, with t0 and t1 taken around it in the
+# same shell in the container (a docker exec of its own for each would add
+# its start-up, seconds on a loaded machine, to the stop's time).
+stop_timed() {
+	local out
+	out=$(in_c sh -c 'date +%s%N; systemctl stop "$@"; date +%s%N' sh "$@")
+	t0=$(printf '%s\n' "$out" | head -n1)
+	t1=$(printf '%s\n' "$out" | tail -n1)
+}
+stop_timed app-compose
 drain_before_stop "systemctl stop app-compose" "$t0" "$t1"
 is "$(prop dstack-healthd-drain.service ActiveState)" inactive "the drain unit stopped with the app (PartOf)"
 is "$(health)" "$DRAINED" "Health: draining while the app is stopped"
@@ -328,9 +335,7 @@ is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "systemctl start app
 # the agent's socket, which a shutdown stops too: left listening, the
 # poller's next connection would start the agent again).
 in_c sh -c ': >/tmp/app-stop.ns'
-t0=$(in_c date +%s%N)
-in_c systemctl stop app-compose.service dstack-healthd.service dstack-healthd.socket
-t1=$(in_c date +%s%N)
+stop_timed app-compose.service dstack-healthd.service dstack-healthd.socket
 drain_before_stop "app and agent stopped together" "$t0" "$t1"
 is "$(prop dstack-healthd.service ActiveState) $(prop app-compose.service ActiveState) $(prop dstack-healthd-drain.service ActiveState)" \
 	"inactive inactive inactive" "app and agent stopped together: all three units stopped"
