@@ -135,14 +135,16 @@ attack parent-is-file entry 'does not exist .a component of its parent is not a 
 mkdir "$T/c-rewrite"
 printf 'healthy\n%s\n' "$(date +%s)" >"$T/c-rewrite/health"
 ln -sfn "$T/c-rewrite" "$T/p"
+# It writes until told to stop (not for a fixed time: at load 55 the 40
+# runs below outlasted a 4 s writer by a minute, and the file went stale).
 python3 -c '
 import os, sys, time
-p, end = sys.argv[1], time.monotonic() + 4
+p, stop = sys.argv[1], sys.argv[2]
 with open(p, "r+b", buffering=0) as f:
-    while time.monotonic() < end:
+    while not os.path.exists(stop):
         f.seek(0); f.truncate(0)
         f.write(b"healthy\n"); f.write(b"%d\n" % int(time.time()))
-' "$T/c-rewrite/health" &
+' "$T/c-rewrite/health" "$T/c-rewrite.stop" &
 WRITER=$!
 PIDS+=($WRITER)
 bad=0 n=0 healthy=0 maxms=0
@@ -162,6 +164,7 @@ for i in $(seq 1 40); do
 	esac
 done
 summary=$(python3 "$POLL" --unix "$T/a.sock" --duration 1 --gap 20)
+touch "$T/c-rewrite.stop"
 wait "$WRITER"
 is "$bad" 0 "rewritten in place: $n answers, $healthy healthy, the rest a half-written file's rule"
 median=$(sort -n "$T/times" | sed -n "$((n / 2))p")
