@@ -13,7 +13,8 @@
 #     error saying what failed in the agent's own words (README.md, "Errors"),
 #     the runtime's detail in the log only;
 #   - a gateway-style poll (fresh connection, POST /prpc/v1/Health?json, {})
-#     is answered within 50 ms at the 99th percentile during the fault. Each
+#     is answered within 50 ms at the 99th percentile during the fault (from
+#     its start until the verdict turns). Each
 #     poll alternates with one of a control agent under no fault (gating
 #     off): on a machine so loaded that the control itself is slow, the bound
 #     is twice the control's p99 (said in a diagnostic), since that is the
@@ -36,7 +37,7 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 # Bounds. The body cap is 16 MiB (DOCKER_MAX_BODY): an oversized chunked
 # body may be buffered up to it once, never beyond.
 P99_MAX_MS=50
-ONCE_START_MS=2000 # beyond the refresh timeout: the process's start and exit
+ONCE_START_MS=5000 # beyond the refresh timeout: the process's start and exit (3.2 s seen at load 30)
 PEAK_GROWTH_MAX_KB=$((40 * 1024))
 AFTER_GROWTH_MAX_KB=$((24 * 1024))
 TIME_POLLS=1
@@ -49,7 +50,7 @@ case "$B" in
 	# quarantine, so that freed 16 MiB buffers do not pile up).
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 	TIME_POLLS=0
-	ONCE_START_MS=4000
+	ONCE_START_MS=8000
 	JUDGE_MEMORY=0 ;;
 esac
 
@@ -98,9 +99,9 @@ ROWS=()
 # fault NAME TRANSPORT ACTION ERROR-REGEX
 fault() {
 	local name=$1 transport=$2 action=$3 public=$4 re=$5 host out rc start once_ms pid
-	local rt=10 window=6
-	# The timeout is the fault: 1 s, and a longer window for three of them.
-	[ "$public" = "$SLOW" ] && rt=1 window=10
+	local rt=10
+	# The timeout is the fault: 1 s.
+	[ "$public" = "$SLOW" ] && rt=1
 	local once_max=$((rt * 1000 + ONCE_START_MS))
 	host=$(host_for "$transport")
 	ln -sfn "$T/fake.sock" "$T/link.sock"
@@ -122,9 +123,10 @@ fault() {
 	local rss0 rss1 hwm control limit
 	rss0=$(kb "$pid" VmRSS)
 
-	# The fault starts; the gateway keeps polling through it. The log is
-	# read from here on (marked before the switch: the first failure may be
-	# logged at once).
+	# The fault starts; the gateway keeps polling through it, until the
+	# verdict turns (the three failed refreshes, however long a loaded
+	# machine makes them; 60 s at most). The log is read from here on
+	# (marked before the switch: the first failure may be logged at once).
 	local mark
 	mark=$(wc -l <"$T/$name.log")
 	if [ "$action" = refuse ]; then
@@ -133,7 +135,7 @@ fault() {
 		set_fault "$action"
 	fi
 	local summary
-	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration "$window" \
+	summary=$(python3 "$POLL" --unix "$T/a.sock" --control-unix "$T/ctl.sock" --duration 60 --until-unhealthy \
 		--gap 10 --out "$T/$name.polls")
 	local polls okp p99 first
 	polls=$(sed -n 's/.*polls=\([0-9]*\).*/\1/p' <<<"$summary")

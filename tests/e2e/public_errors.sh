@@ -38,11 +38,14 @@ decode() { protoc --decode=dstack.guest.v1.HealthResponse -I rpc rpc/health.prot
 # The refresh timeout is 15 s ($REFRESH_TIMEOUT for the case that is about
 # the timeout itself): the nerdctl stand-in is a Python program started on
 # every refresh, which on a loaded machine can take over a second to start,
-# and a refresh cut short by the timeout would serve the wrong error.
+# and a refresh cut short by the timeout would serve the wrong error. The
+# interval is 0.2 s ($INTERVAL: 2 s where each refresh takes its 1 s timeout,
+# so that a loaded machine's late timer does not make the verdict stale,
+# 3 intervals + the timeout, before the error is read).
 served() {
 	local label=$1 want=$2 sock="$T/$1.sock" log="$T/$1.log" pid body
 	shift 2
-	"$BIN" --listen "unix:$sock" --interval 0.2 --refresh-timeout "${REFRESH_TIMEOUT:-15}" \
+	"$BIN" --listen "unix:$sock" --interval "${INTERVAL:-0.2}" --refresh-timeout "${REFRESH_TIMEOUT:-15}" \
 		"$@" 2>"$log" &
 	pid=$!
 	PIDS+=($pid)
@@ -76,7 +79,7 @@ served docker-unreachable "cannot reach the container runtime" \
 	--compose-file "$D/docker.json" --runtime-file "$D/runtime.json" --docker-host "unix://$D/none.sock"
 
 hung_socket "$D/hang.sock"
-REFRESH_TIMEOUT=1 served docker-timeout "the container runtime took longer than the refresh timeout" \
+INTERVAL=2 REFRESH_TIMEOUT=1 served docker-timeout "the container runtime took longer than the refresh timeout" \
 	--compose-file "$D/docker.json" --runtime-file "$D/runtime.json" --docker-host "unix://$D/hang.sock"
 
 python3 tests/fakes/docker_fake.py --listen "unix:$D/g.sock" "/_ping=garbage" &

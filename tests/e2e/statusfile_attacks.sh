@@ -4,8 +4,9 @@
 # the health_status_file path, through the real binary: a FIFO with no
 # writer, symlinks to /dev/zero, to a directory and in a loop, a socket, a
 # huge sparse file, a file rewritten in place while it is read, a path whose
-# parent disappears or becomes a file. For each: --once answers within 5 s
-# (a hang is killed at 10 s; the rest is a loaded machine's process start)
+# parent disappears or becomes a file. For each: --once answers within 15 s
+# (a hang is killed at 30 s; the rest is a loaded machine's process start:
+# 7.5 s was seen at load 36)
 # with exit 1 and a reason naming the rule, never the file's bytes; and a
 # long-running agent (its path's parent is a symlink we swap) turns to the
 # same reason while every gateway poll is answered. Each is judged, an
@@ -20,11 +21,11 @@ BIN=$B/dstack-healthd
 POLL=tests/fakes/gateway_poll.py
 [ -x "$BIN" ] || skip_all "$BIN not built"
 command -v python3 >/dev/null || skip_all "python3 is not installed"
-ONCE_MAX_MS=5000
+ONCE_MAX_MS=15000
 RSS_GROWTH_MAX_KB=2048
 case "$B" in
 *asan*) # the sanitizer's start-up and its allocator's quarantine
-	ONCE_MAX_MS=8000
+	ONCE_MAX_MS=20000
 	RSS_GROWTH_MAX_KB=$((32 * 1024)) ;;
 esac
 
@@ -55,7 +56,7 @@ attack() {
 	# machine only some.
 	for i in 1 2 3; do
 		start=$(date +%s%N)
-		out=$(timeout 10 "$BIN" --once --compose-file "$T/app.json" 2>"$T/once.err")
+		out=$(timeout 30 "$BIN" --once --compose-file "$T/app.json" 2>"$T/once.err")
 		rc=$?
 		t=$(( ($(date +%s%N) - start) / 1000000 ))
 		[ "$t" -lt "$ms" ] && ms=$t
@@ -123,21 +124,23 @@ attack parent-is-file entry 'does not exist .a component of its parent is not a 
 mkdir "$T/c-rewrite"
 printf 'healthy\n%s\n' "$(date +%s)" >"$T/c-rewrite/health"
 ln -sfn "$T/c-rewrite" "$T/p"
+# It writes until told to stop (not for a fixed time: at load 55 the 40
+# runs below outlasted a 4 s writer by a minute, and the file went stale).
 python3 -c '
 import os, sys, time
-p, end = sys.argv[1], time.monotonic() + 4
+p, stop = sys.argv[1], sys.argv[2]
 with open(p, "r+b", buffering=0) as f:
-    while time.monotonic() < end:
+    while not os.path.exists(stop):
         f.seek(0); f.truncate(0)
         f.write(b"healthy\n"); f.write(b"%d\n" % int(time.time()))
-' "$T/c-rewrite/health" &
+' "$T/c-rewrite/health" "$T/c-rewrite.stop" &
 WRITER=$!
 PIDS+=($WRITER)
 bad=0 n=0 healthy=0 maxms=0
 : >"$T/times"
 for i in $(seq 1 40); do
 	start=$(date +%s%N)
-	out=$(timeout 10 "$BIN" --once --compose-file "$T/app.json")
+	out=$(timeout 30 "$BIN" --once --compose-file "$T/app.json")
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
 	echo "$ms" >>"$T/times"
 	[ "$ms" -gt "$maxms" ] && maxms=$ms
@@ -150,11 +153,12 @@ for i in $(seq 1 40); do
 	esac
 done
 summary=$(python3 "$POLL" --unix "$T/a.sock" --duration 1 --gap 20)
+touch "$T/c-rewrite.stop"
 wait "$WRITER"
 is "$bad" 0 "rewritten in place: $n answers, $healthy healthy, the rest a half-written file's rule"
 median=$(sort -n "$T/times" | sed -n "$((n / 2))p")
 ok $([ "$median" -lt "$ONCE_MAX_MS" ]; echo $?) \
-	"rewritten in place: --once median ${median} ms, slowest ${maxms} ms (none hung: each under timeout 10)"
+	"rewritten in place: --once median ${median} ms, slowest ${maxms} ms (none hung: each under timeout 30)"
 ok $(grep -q 'polls=\([0-9]*\) ok=\1 ' <<<"$summary"; echo $?) "rewritten in place: every poll answered ($summary)"
 ROWS+=("$(printf '%-18s | %4s ms | %s' rewritten-in-place "$median" "$healthy/$n healthy, the rest empty/one line/bad timestamp")")
 
