@@ -305,6 +305,56 @@ swap_in() {
 }
 swap_in "a FIFO" mkfifo
 swap_in "a directory" mkdir
+
+# --- `dstack-healthd status` shows the status file --------------------------
+# The source and where, the file's state, its timestamp and age against the
+# 60 s limit, the last refresh: all read from /status.
+# mlike TEXT REGEX DESC: like, with a REGEX that may span lines.
+mlike() {
+	if python3 -c 'import re, sys; sys.exit(0 if re.search(sys.argv[2], sys.argv[1]) else 1)' "$1" "$2"; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2"
+	fi
+}
+printf 'healthy\n%s\n' "$(( $(now) - 5 ))" >"$T/st/swap"
+wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"state\":\"healthy\"'"
+view=$("$BIN" status --control-socket "$CTL"); rc=$?
+is "$rc" 0 "status: exit 0 (healthy)"
+mlike "$view" "Source:
+  status file $T/st/swap
+  healthy, written [0-9T:.-]+Z, [0-9]+ s old at the last refresh \(limit 60 s\)" \
+	"status: the source, its path, the file's state, timestamp, age and limit"
+mlike "$view" "Refresh:
+  last [0-9T:.-]+Z, took [0-9.]+ ms, next [0-9T:.-]+Z" "status: the last refresh's time and duration"
+mkfifo "$T/st/fifo2" && mv "$T/st/fifo2" "$T/st/swap"
+wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q 'is a FIFO'"
+view=$("$BIN" status --control-socket "$CTL"); rc=$?
+is "$rc" 1 "status: exit 1 (not healthy)"
+mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular file
+(.*
+)*  status file $T/st/swap
+  not read: the entry above says why" "status: an unreadable file names the path locally, the entry says why"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+
+# A failing refresh's detail (here Docker's socket is not there), with the
+# source line of a container source.
+printf '{"manifest_version":"3","name":"e2e","runner":"docker-compose","requirements":{"health_check":true}}' \
+	>"$T/docker-compose.json"
+printf '{"project":"demo"}' >"$T/rt.json"
+"$BIN" --listen "unix:$T/sock3" --control-socket "$CTL" --compose-file "$T/docker-compose.json" \
+	--runtime-file "$T/rt.json" --docker-host "unix://$T/no-docker.sock" --interval 0.5 \
+	2>"$T/server3.log" &
+SERVER_PID=$!
+wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"failures_in_row\":[1-9]'"
+view=$("$BIN" status --control-socket "$CTL")
+mlike "$view" "Source:
+  docker unix://$T/no-docker.sock \(API -\), project demo" "status: the Docker source line"
+mlike "$view" "  failing, [0-9]+ in a row: .*no-docker\.sock.* \([0-9T:.-]+Z\)" \
+	"status: a failing refresh's detail, in full (local only)"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=
