@@ -280,19 +280,23 @@ CTL=$T/ctl.sock
 ctl() { curl -s --max-time 10 --unix-socket "$CTL" "http://x/$1"; }
 refreshes() { ctl metrics | awk '/^dstack_healthd_refreshes_total/ { n += $2 } END { print n + 0 }'; }
 reached() { [ "$(refreshes)" -ge "$1" ]; }
+# served PATTERN: the verdict /status serves (not its history) matches.
+served() {
+	ctl status | python3 -c 'import json, re, sys
+sys.exit(0 if re.search(sys.argv[1], json.dumps(json.load(sys.stdin)["verdict"])) else 1)' "$1"
+}
 printf 'healthy\n%s\n' "$(now)" >"$T/st/swap"
 compose "$T/st/swap"
 "$BIN" --listen "unix:$T/sock2" --control-socket "$CTL" --compose-file "$T/app-compose.json" \
 	--runtime-file "$T/no-runtime.json" --interval 2 2>"$T/server2.log" &
 SERVER_PID=$!
-ok "$(wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"; echo $?)" \
-	"next refresh: the fresh file is served healthy"
+ok "$(wait_for 20 served '"healthy": true'; echo $?)" "next refresh: the fresh file is served healthy"
 # swap_in KIND MAKE...: replaces the file, waits two refreshes, checks.
 swap_in() {
 	local kind=$1 n
 	shift
 	printf 'healthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/swap"
-	wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"
+	ok "$(wait_for 20 served '"healthy": true'; echo $?)" "next refresh ($kind): healthy before the swap"
 	rm -f "$T/st/swap"; "$@" "$T/st/swap"
 	n=$(refreshes)
 	ok "$(wait_for 20 reached $((n + 2)); echo $?)" "next refresh ($kind): two refreshes ran after the swap"
@@ -329,7 +333,7 @@ mlike "$view" "Source:
 mlike "$view" "Refresh:
   last [0-9T:.-]+Z, took [0-9.]+ ms, next [0-9T:.-]+Z" "status: the last refresh's time and duration"
 mkfifo "$T/st/fifo2" && mv "$T/st/fifo2" "$T/st/swap"
-wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q 'is a FIFO'"
+wait_for 20 served 'is a FIFO'
 view=$("$BIN" status --control-socket "$CTL"); rc=$?
 is "$rc" 1 "status: exit 1 (not healthy)"
 mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular file
