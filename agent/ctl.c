@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/json.h"
 #include "runtime/http.h"
+#include "statusfile/statusfile.h"
 
 #define CTL_TIMEOUT_MS 30000
 #define CTL_MAX_BODY (4u << 20)
@@ -112,6 +113,92 @@ static void print_containers(const struct out *o, int arr)
 	}
 }
 
+/* An ISO 8601 UTC time as the view prints it (2026-12-01T10:00:00.123Z), in
+ * ms since the epoch; -1 when it is not one. */
+static int64_t iso_ms(const char *t)
+{
+	struct tm tm = { 0 };
+	int ms = 0, n = 0;
+	if (sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &n) != 7 || t[n])
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t s = timegm(&tm);
+	return s == (time_t)-1 ? -1 : (int64_t)s * 1000 + ms;
+}
+
+/* Where the verdict comes from, and for a status file what it said: the
+ * same facts `status --json` has under "source" and "status_file". */
+static void print_source(const struct out *o, int src, int sf, int refresh)
+{
+	const struct json *j = o->j;
+	char kind[32], a[512], b[128], c[128];
+	if (src < 0 || !json_is_object(j, src))
+		return;
+	str(j, json_get(j, src, "kind"), kind, sizeof(kind));
+	printf("\nSource:\n");
+	if (!strcmp(kind, "status_file")) {
+		str(j, json_get(j, src, "path"), a, sizeof(a));
+		printf("  status file %s\n", a);
+	} else if (!strcmp(kind, "docker")) {
+		str(j, json_get(j, src, "host"), a, sizeof(a));
+		str(j, json_get(j, src, "api_version"), b, sizeof(b));
+		str(j, json_get(j, src, "project"), c, sizeof(c));
+		printf("  docker %s (API %s), project %s\n", a, b, c);
+	} else if (!strcmp(kind, "nerdctl")) {
+		str(j, json_get(j, src, "nerdctl"), a, sizeof(a));
+		str(j, json_get(j, src, "namespace"), b, sizeof(b));
+		str(j, json_get(j, src, "project"), c, sizeof(c));
+		printf("  nerdctl %s, namespace %s, project %s\n", a, b, c);
+	} else {
+		str(j, json_get(j, src, "why"), a, sizeof(a));
+		printf("  %s: %s\n", kind, a);
+	}
+	if (sf < 0 || !json_is_object(j, sf))
+		return;
+	bool read = false;
+	json_bool(j, json_get(j, sf, "read"), &read);
+	if (!read) {
+		printf("  not read: the entry above says why\n");
+		return;
+	}
+	char state[16], stamp[40], end[40];
+	str(j, json_get(j, sf, "state"), state, sizeof(state));
+	str(j, json_get(j, sf, "timestamp"), stamp, sizeof(stamp));
+	str(j, json_get(j, refresh, "last_end"), end, sizeof(end));
+	int64_t w = iso_ms(stamp), e = iso_ms(end);
+	bool good = !strcmp(state, "healthy");
+	printf("  %s%s%s, written %s", paint(o, good), state, o->colour ? "\033[0m" : "", stamp);
+	/* The age the last refresh judged, as the 60 s rule reads it. */
+	if (w >= 0 && e >= 0)
+		printf(", %s%lld s %s%s at the last refresh (limit %d s)", paint(o, llabs((e - w) / 1000) <= STATUSFILE_MAX_AGE),
+		       (long long)llabs((e - w) / 1000), e >= w ? "old" : "ahead",
+		       o->colour ? "\033[0m" : "", STATUSFILE_MAX_AGE);
+	printf("\n");
+}
+
+/* The last refresh: when, how long, and a failure's detail while it lasts. */
+static void print_refresh(const struct out *o, int r)
+{
+	const struct json *j = o->j;
+	if (r < 0 || !json_is_object(j, r))
+		return;
+	char end[40], took[32], next[40], row[16], when[40], err[600];
+	str(j, json_get(j, r, "last_end"), end, sizeof(end));
+	str(j, json_get(j, r, "last_duration_ms"), took, sizeof(took));
+	str(j, json_get(j, r, "next_due"), next, sizeof(next));
+	str(j, json_get(j, r, "failures_in_row"), row, sizeof(row));
+	printf("\nRefresh:\n  last %s, took %s ms, next %s\n", end, took, next);
+	int f = json_get(j, r, "last_failure");
+	if (strcmp(row, "0") && f >= 0 && json_is_object(j, f)) {
+		str(j, json_get(j, f, "time"), when, sizeof(when));
+		str(j, json_get(j, f, "error"), err, sizeof(err));
+		printf("  %sfailing, %s in a row%s: %s (%s)\n", paint(o, false), row,
+		       o->colour ? "\033[0m" : "", err, when);
+	}
+}
+
 static void print_pollers(const struct out *o, int arr)
 {
 	const struct json *j = o->j;
@@ -172,6 +259,9 @@ static int summary(const char *body, size_t len, bool *healthy)
 			str(&j, json_get(&j, e, "status"), status, sizeof(status));
 			printf("  %s: %s\n", name, status);
 		}
+	int refresh = json_get(&j, 0, "refresh");
+	print_source(&o, json_get(&j, 0, "source"), json_get(&j, 0, "status_file"), refresh);
+	print_refresh(&o, refresh);
 	print_containers(&o, json_get(&j, 0, "containers"));
 	print_pollers(&o, json_get(&j, 0, "pollers"));
 	print_history(&o, json_get(&j, 0, "history"));

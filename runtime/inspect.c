@@ -77,8 +77,9 @@ static int opt_time(const struct json *j, int obj, const char *key,
 }
 
 /* The newest entry's End, and for the operator's view its ExitCode and
- * Output. Docker and nerdctl append (oldest first), but the maximum does not
- * depend on that. */
+ * Output. Docker appends (oldest first) and prints UTC; nerdctl 2.x keeps
+ * the newest first and prints the machine's local offset (+09:00): the
+ * newest is picked by time, whatever the order and the offsets. */
 static int probe_detail(const struct json *j, int el, struct container *c)
 {
 	int64_t code = 0;

@@ -454,10 +454,15 @@ static int inspect(const struct nerdctl_runner *rn, char **ids, size_t n,
 	return r;
 }
 
+/* nerdctl's own words, or containerd's when the container went between
+ * nerdctl's lookup and its load: container "ID" in namespace "NS": not found
+ * (the quotes escaped by nerdctl's logger). A fresh ps confirms either. */
 static bool says_gone(const char *stderr_text)
 {
+	const char *ns = strstr(stderr_text, " in namespace ");
 	return strcasestr(stderr_text, "no such container") ||
-	       strcasestr(stderr_text, "no such object");
+	       strcasestr(stderr_text, "no such object") ||
+	       (ns && strstr(ns, "\": not found"));
 }
 
 /* The containers nerdctl said it no longer has are gone only if a fresh

@@ -274,38 +274,107 @@ SERVER_PID=
 # --- an unreadable file is judged on the very next refresh ------------------
 # A FIFO or a directory put in place of a fresh healthy file is an entry on
 # the first refresh that starts after the swap, not a failed refresh that
-# keeps healthy:true for two more. Counted in refreshes (the control
-# socket's /metrics), not in wall time: refresh N+1 may have been under way
-# at the swap; N+2 started after it and must already say so.
+# keeps healthy:true for two more. Judged on the first refresh that started
+# after the swap, from the /status object that reports that refresh: no
+# wall-time bound.
 CTL=$T/ctl.sock
 ctl() { curl -s --max-time 10 --unix-socket "$CTL" "http://x/$1"; }
-refreshes() { ctl metrics | awk '/^dstack_healthd_refreshes_total/ { n += $2 } END { print n + 0 }'; }
-reached() { [ "$(refreshes)" -ge "$1" ]; }
-printf 'healthy\n%s\n' "$(now)" >"$T/st/swap"
+# first_after MS: /status reports a refresh that started after MS (ms since
+# the epoch); its verdict goes to $T/first.json.
+first_after() {
+	ctl status | python3 -c 'import calendar, json, sys, time
+d = json.load(sys.stdin)
+t = d["refresh"]["last_start"]
+ms = calendar.timegm(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) * 1000 + int(t[20:23])
+if ms <= int(sys.argv[1]):
+    sys.exit(1)
+json.dump(d["verdict"], open(sys.argv[2], "w"))' "$1" "$T/first.json"
+}
+# served PATTERN: the verdict /status serves (not its history) matches.
+served() {
+	ctl status | python3 -c 'import json, re, sys
+sys.exit(0 if re.search(sys.argv[1], json.dumps(json.load(sys.stdin)["verdict"])) else 1)' "$1"
+}
+# The path is a symlink, replaced in one rename: no refresh may see it
+# missing in between (that would be an entry of its own).
+printf 'healthy\n%s\n' "$(now)" >"$T/st/good"
+ln -s good "$T/st/swap"
 compose "$T/st/swap"
 "$BIN" --listen "unix:$T/sock2" --control-socket "$CTL" --compose-file "$T/app-compose.json" \
 	--runtime-file "$T/no-runtime.json" --interval 2 2>"$T/server2.log" &
 SERVER_PID=$!
-ok "$(wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"; echo $?)" \
-	"next refresh: the fresh file is served healthy"
-# swap_in KIND MAKE...: replaces the file, waits two refreshes, checks.
+ok "$(wait_for 20 served '"healthy": true'; echo $?)" "next refresh: the fresh file is served healthy"
+# swap_in KIND MAKE...: points the path at what MAKE makes, in one rename,
+# once the fresh file is served healthy; checks the first refresh after.
 swap_in() {
 	local kind=$1 n
 	shift
-	printf 'healthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/swap"
-	wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"healthy\":true'"
-	rm -f "$T/st/swap"; "$@" "$T/st/swap"
-	n=$(refreshes)
-	ok "$(wait_for 20 reached $((n + 2)); echo $?)" "next refresh ($kind): two refreshes ran after the swap"
-	parse "$(ctl status | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)["verdict"]))')"
-	is "$HEALTHY" false "next refresh ($kind): healthy:false already"
+	printf 'healthy\n%s\n' "$(now)" >"$T/st/good"
+	ln -sfn good "$T/st/swap"
+	ok "$(wait_for 20 served '"healthy": true'; echo $?)" "next refresh ($kind): healthy before the swap"
+	rm -rf "$T/st/bad"; "$@" "$T/st/bad"
+	ln -sfn bad "$T/st/swap.new" && mv -T "$T/st/swap.new" "$T/st/swap"
+	swapped=$(date +%s%3N)
+	ok "$(wait_for 30 first_after "$swapped"; echo $?)" "next refresh ($kind): a refresh started after the swap"
+	parse "$(cat "$T/first.json")"
+	is "$HEALTHY" false "next refresh ($kind): healthy:false on that refresh"
 	is "$STATUS" "<health_file>=the status file is $kind; it must be a regular file" \
 		"next refresh ($kind): the entry says why, no path"
 	is "$ERROR" "" "next refresh ($kind): error stays empty"
-	rm -rf "$T/st/swap"
 }
 swap_in "a FIFO" mkfifo
 swap_in "a directory" mkdir
+
+# --- `dstack-healthd status` shows the status file --------------------------
+# The source and where, the file's state, its timestamp and age against the
+# 60 s limit, the last refresh: all read from /status.
+# mlike TEXT REGEX DESC: like, with a REGEX that may span lines.
+mlike() {
+	if python3 -c 'import re, sys; sys.exit(0 if re.search(sys.argv[2], sys.argv[1]) else 1)' "$1" "$2"; then
+		ok 0 "$3"
+	else
+		ok 1 "$3"
+		printf '#   got:  %s\n#   want match: %s\n' "$1" "$2"
+	fi
+}
+printf 'healthy\n%s\n' "$(( $(now) - 5 ))" >"$T/st/good"
+ln -sfn good "$T/st/swap"
+wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"state\":\"healthy\"'"
+view=$("$BIN" status --control-socket "$CTL"); rc=$?
+is "$rc" 0 "status: exit 0 (healthy)"
+mlike "$view" "Source:
+  status file $T/st/swap
+  healthy, written [0-9T:.-]+Z, [0-9]+ s old at the last refresh \(limit 60 s\)" \
+	"status: the source, its path, the file's state, timestamp, age and limit"
+mlike "$view" "Refresh:
+  last [0-9T:.-]+Z, took [0-9.]+ ms, next [0-9T:.-]+Z" "status: the last refresh's time and duration"
+mkfifo "$T/st/fifo2" && mv "$T/st/fifo2" "$T/st/swap"
+wait_for 20 served 'is a FIFO'
+view=$("$BIN" status --control-socket "$CTL"); rc=$?
+is "$rc" 1 "status: exit 1 (not healthy)"
+mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular file
+(.*
+)*  status file $T/st/swap
+  not read: the entry above says why" "status: an unreadable file names the path locally, the entry says why"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+
+# A failing refresh's detail (here Docker's socket is not there), with the
+# source line of a container source.
+printf '{"manifest_version":"3","name":"e2e","runner":"docker-compose","requirements":{"health_check":true}}' \
+	>"$T/docker-compose.json"
+printf '{"project":"demo"}' >"$T/rt.json"
+"$BIN" --listen "unix:$T/sock3" --control-socket "$CTL" --compose-file "$T/docker-compose.json" \
+	--runtime-file "$T/rt.json" --docker-host "unix://$T/no-docker.sock" --interval 0.5 \
+	2>"$T/server3.log" &
+SERVER_PID=$!
+wait_for 20 sh -c "curl -s --max-time 5 --unix-socket '$CTL' http://x/status | grep -q '\"failures_in_row\":[1-9]'"
+view=$("$BIN" status --control-socket "$CTL")
+mlike "$view" "Source:
+  docker unix://$T/no-docker.sock \(API -\), project demo" "status: the Docker source line"
+mlike "$view" "  failing, [0-9]+ in a row: .*no-docker\.sock.* \([0-9T:.-]+Z\)" \
+	"status: a failing refresh's detail, in full (local only)"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=

@@ -112,6 +112,42 @@ static void test_nerdctl_shapes(void)
 		      "{\"End\":\"2026-11-29T20:24:02Z\"}]}}", ""),
 		  { "web-1", "running", "healthy", true, false, false,
 		    1795986000000000000, 1795983844000000000 } },
+		/* nerdctl 2.x: Health.Log newest first, Start/End in the local
+		 * offset; the newest is picked by time, not by place or text. */
+		{ "nerdctl 2.x: Health.Log newest first, local offsets",
+		  OBJ("{\"Status\":\"running\",\"Running\":true,\"Paused\":false,"
+		      "\"Restarting\":true,\"StartedAt\":\"2026-11-29T20:24:00Z\","
+		      "\"Health\":{\"Status\":\"healthy\",\"FailingStreak\":0,\"Log\":["
+		      "{\"Start\":\"2026-11-30T05:24:04.1+09:00\",\"End\":\"2026-11-30T05:24:04.2+09:00\","
+		      "\"ExitCode\":0,\"Output\":\"\"},"
+		      "{\"Start\":\"2026-11-30T05:24:03+09:00\",\"End\":\"2026-11-30T05:24:03.5+09:00\","
+		      "\"ExitCode\":0,\"Output\":\"\"}]}}", ""),
+		  { "web-1", "running", "healthy", true, false, false,
+		    1795983840000000000, 1795983844200000000 } },
+		{ "nerdctl 2.x: mixed offsets, the later text is the older time",
+		  OBJ("{\"Status\":\"running\",\"Running\":true,"
+		      "\"StartedAt\":\"2026-11-29T20:24:00Z\","
+		      "\"Health\":{\"Status\":\"healthy\",\"Log\":["
+		      "{\"End\":\"2026-11-29T19:24:04.5-01:00\"},"
+		      "{\"End\":\"2026-11-30T05:24:04+09:00\"}]}}", ""),
+		  { "web-1", "running", "healthy", true, false, false,
+		    1795983840000000000, 1795983844500000000 } },
+		{ "nerdctl 2.x: Restarting true while running (a restart policy)",
+		  OBJ("{\"Status\":\"running\",\"Running\":true,\"Paused\":false,"
+		      "\"Restarting\":true,\"StartedAt\":\"2026-11-29T20:24:00Z\"}", ""),
+		  { "web-1", "running", NULL, true, false, false, 1795983840000000000, 0 } },
+		{ "nerdctl 2.x: paused is Running false, Status paused",
+		  OBJ("{\"Status\":\"paused\",\"Running\":false,\"Paused\":true,"
+		      "\"Restarting\":true,\"StartedAt\":\"2026-11-29T20:24:00Z\","
+		      "\"Health\":{\"Status\":\"healthy\",\"Log\":["
+		      "{\"End\":\"2026-11-30T05:24:04+09:00\"}]}}", ""),
+		  { "web-1", "paused", "healthy", false, true, false,
+		    1795983840000000000, 1795983844000000000 } },
+		{ "nerdctl: a run container carries no oneoff label",
+		  OBJ("{\"Status\":\"exited\"}",
+		      ",\"Config\":{\"Labels\":{\"com.docker.compose.project\":\"demo\","
+		      "\"com.docker.compose.service\":\"web\",\"nerdctl/name\":\"web-run-1\"}}"),
+		  { "web-1", "exited", NULL, false, false, false, 0, 0 } },
 		{ "Docker: slash dropped, null labels, null health log",
 		  "{\"Id\":\"" ID "\",\"Name\":\"/app_web_1\",\"State\":{\"Status\":\"running\","
 		  "\"Running\":true,\"StartedAt\":\"0001-01-01T00:00:00Z\",\"Health\":"
@@ -250,6 +286,12 @@ static void test_healthcheck_config(void)
 		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"CMD\",\"true\"]}}", true },
 		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"CMD-SHELL\",\"true\"],"
 		  "\"Interval\":1000000000}}", true },
+		/* nerdctl 2.x: durations in integer nanoseconds. */
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"CMD-SHELL\",\"wget -q localhost\"],"
+		  "\"Interval\":30000000000,\"Timeout\":5000000000,\"Retries\":3,"
+		  "\"StartPeriod\":10000000000,\"StartInterval\":5000000000}}", true },
+		{ ",\"Config\":{\"Healthcheck\":{\"Test\":[\"NONE\"],\"Interval\":30000000000}}",
+		  false },
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char doc[512];

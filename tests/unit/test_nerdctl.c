@@ -17,6 +17,8 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "base/verdict.h"
+#include "runtime/container.h"
 #include "runtime/nerdctl.h"
 #include "tests/lib/tap.h"
 
@@ -26,7 +28,11 @@
 #define DB "db-1|running|1|0|(none)|1795983001250000000|0|0\n"
 #define WORKER "worker-1|exited|0|0|healthy|1795983001000000000|1795983090000000000|0\n"
 #define API "api-1|running|1|0|healthy|1796025600000000000|1795983090000000000|0\n"
-#define ONEOFF "web-run-1|exited|0|0|(none)|1795983300000000000|0|1\n"
+/* nerdctl compose run sets no com.docker.compose.oneoff label. */
+#define ONEOFF "web-run-1|exited|0|0|(none)|1795983300000000000|0|0\n"
+#define PAUSED "web-2|paused|0|1|healthy|1795983001500000000|1795983061500000001|0\n"
+#define QUEUE "queue-1|running|1|0|(none)|1795983120250000000|0|0\n"
+#define AS_IT_PRINTS "web-healthy.json\nweb-paused.json\nqueue-healthcheck-not-run.json\n"
 #define CREATED "cache-1|created|0|0|(none)|0|0|0\n"
 #define DB_ID "68150cfc45bd62a7a166bb670b0a71ae123ece23eecdfe60aaf0a84e0bcb703d"
 #define ALL "web-healthy.json\nother-project.json\ndb-no-health.json\n" \
@@ -51,12 +57,30 @@ struct scenario {
 	 * not cut short. */
 	int min_ms, max_ms;
 	int invocations;        /* lines in argv.log; -1: not checked */
+	/* The verdict's entries ("name=status" lines, "" healthy); NULL: not
+	 * judged. */
+	const char *verdict;
 };
 
 static const struct scenario scenarios[] = {
 	{ "every kind of container; flags passed", ALL, "", "dstack", "overlayfs",
 	  "/run/containerd/containerd.sock", 10000, 0,
-	  WEB DB WORKER API ONEOFF CREATED, 0, 10000, 2 },
+	  WEB DB WORKER API ONEOFF CREATED, 0, 10000, 2,
+	  /* The run container is judged: nerdctl gives it no oneoff label. */
+	  "api-1=starting (last health check predates the current start)\n"
+	  "web-run-1=exited (last health check: none yet)\n"
+	  "worker-1=exited (last health check: healthy)\n" },
+	/* nerdctl 2.x: Restarting true while running (a restart policy), paused
+	 * as Running false, a healthcheck that has not run: no State.Health. */
+	{ "as nerdctl 2.x prints: restarting, paused, no health yet", AS_IT_PRINTS, "",
+	  "dstack", NULL, NULL, 10000, 0, WEB PAUSED QUEUE, 0, 10000, 2,
+	  "queue-1=starting (no health check has run yet)\n"
+	  "web-2=paused (last health check: healthy)\n" },
+	{ "removed between ps and inspect, in containerd's words: gone once ps confirms",
+	  "db-no-health.json\n", "removed inspect.containerd", "dstack", NULL, NULL, 30000, 0,
+	  "", 0, 30000, 3 },
+	{ "the same in a batch: the others inspected one by one", THREE,
+	  "removed inspect.containerd", "dstack", NULL, NULL, 30000, 0, WEB WORKER, 0, 30000, 6 },
 	{ "no namespace/snapshotter/address", THREE, "", NULL, NULL, NULL, 10000, 0,
 	  WEB DB WORKER, 0, 10000, 2 },
 	{ "stderr flooded, output still read", THREE, "ps.noisy inspect.noisy", "dstack",
@@ -251,6 +275,20 @@ static void check_process(const char *dir, const char *what)
 	ok(n > 0, "%s: children recorded what they inherited", what);
 }
 
+static void check_verdict(const struct container_list *l, const struct scenario *sc)
+{
+	struct verdict v;
+	verdict_init(&v);
+	char got[4096] = "";
+	size_t off = 0;
+	is_int(containers_judge(l, &v), 0, "%s: judged", sc->what);
+	for (size_t i = 0; i < v.n_entries && off < sizeof(got); i++)
+		off += (size_t)snprintf(got + off, sizeof(got) - off, "%s=%s\n",
+					v.entries[i].name, v.entries[i].status);
+	is_str(got, sc->verdict, "%s: verdict", sc->what);
+	verdict_free(&v);
+}
+
 static void run_scenario(const char *fake, const struct scenario *sc)
 {
 	char dir[PATH_MAX];
@@ -277,6 +315,8 @@ static void run_scenario(const char *fake, const struct scenario *sc)
 		char facts[4096];
 		render(&l, facts, sizeof(facts));
 		is_str(facts, sc->want, "%s: facts", sc->what);
+		if (sc->verdict)
+			check_verdict(&l, sc);
 	} else {
 		ok(strncmp(e.msg, sc->want, strlen(sc->want)) == 0, "%s: error '%s'", sc->what,
 		   e.msg);
