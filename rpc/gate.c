@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -231,6 +232,11 @@ static enum gate_route first_look(struct gate *g, int fd, bool hup)
 										 : GATE_CLOSE;
 	if (n == 0)
 		return GATE_CLOSE;
+	/* The event may be a closed connection's whose slot this one took in
+	 * the same batch: the end of stream is asked of this socket. */
+	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+	if (hup && (poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR))))
+		hup = false;
 	return gate_route_first(buf, (size_t)n, hup || (size_t)n == sizeof(buf),
 				g->relay != NULL);
 }

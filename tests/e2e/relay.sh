@@ -24,6 +24,8 @@ CL=tests/fakes/relay_client.py
 [ -x "$BIN" ] || skip_all "$BIN not built"
 command -v python3 >/dev/null || skip_all "python3 is not installed"
 command -v ss >/dev/null || skip_all "ss is not installed (iproute2)"
+# The flood's client sockets: raise our limit (the agent inherits it).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 . tests/lib/scratch.sh
 
 HT=2 # --header-timeout, seconds
@@ -115,13 +117,30 @@ out=$(python3 "$CL" "$A" halfclose /echo 300000)
 like "$out" '^status=200 body_sha256=([0-9a-f]+) body_len=300000 sent_sha256=\1$' \
 	"a client that shuts its sending side after the request still gets the whole answer"
 
+# --- a flood of first lines that never end ----------------------------------------
+# More than the gate's 1024 slots, from 127.0.0.2, each trickling "GET /logs/a..."
+# forever: none is relayed, every one is closed at header_timeout (or evicted,
+# oldest first), and a gateway-style poll meanwhile is answered every time.
+python3 "$CL" "$A" flood 1100 10 >"$T/flood.out" &
+FLOOD=$!
+PIDS+=($FLOOD)
+python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$A" --duration 8 --gap 200 >"$T/poll.out"
+wait "$FLOOD"
+read -r polls okn <<<"$(sed -n 's/^polls=\([0-9]*\) ok=\([0-9]*\).*/\1 \2/p' "$T/poll.out")"
+[ "${polls:-0}" -ge 10 ] && [ "$okn" = "$polls" ]
+ok $? "a flood of 1100 never-ending first lines: every Health poll answered ($(cat "$T/poll.out"))"
+closed=$(sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p' "$T/flood.out")
+[ "${closed:-0}" -ge 1100 ]
+ok $? "...and every flooding connection closed by the agent at least once ($(cat "$T/flood.out"))"
+is "$(relay_field total)" 8 "...and none of them relayed"
+
 # --- nothing left behind --------------------------------------------------------
 wait_for 20 test "$(upstream_conns)" = 0
 ok $? "every client gone: no connection to the stand-in is left ($(upstream_conns) open)"
 wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
 ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
 is "$(relay_field open)" 0 "/status: relay open 0"
-is "$(relay_field total)" 8 "/status: relay total counts the 8 relayed connections above"
+is "$(relay_field total)" 8 "/status: relay total still counts the 8 relayed connections above"
 
 # --- the guest agent down -------------------------------------------------------
 kill -9 "$GA_PID"

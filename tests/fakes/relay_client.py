@@ -14,10 +14,15 @@
         connection; prints "STATUS SERVER" a line each (- for none)
   relay_client.py PORT trickle HEAD     sends HEAD, then "a" every 100 ms
         until the agent closes; prints the seconds from connect to close
+  relay_client.py PORT flood N SECONDS  N connections from 127.0.0.2 that
+        each send "GET /logs/" and then one byte every 0.5 s, never ending
+        the line, reopened when the agent closes them, for SECONDS; prints
+        "opened=N closed_by_server=N"
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
 """
 import hashlib
 import socket
+import struct
 import sys
 import time
 
@@ -124,8 +129,53 @@ def main():
             except OSError:
                 break
         print("%.2f" % (time.monotonic() - t0))
+    elif what == "flood":
+        flood(port, int(args[0]), float(args[1]))
     else:
         sys.exit("unknown: " + what)
+
+
+def flood(port, n, seconds):
+    opened = closed = 0
+    conns = []
+
+    def one():
+        nonlocal opened
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        opened += 1
+        return [s, False]
+
+    end = time.monotonic() + seconds
+    conns = [one() for _ in range(n)]
+    while time.monotonic() < end:
+        for c in conns:
+            s, started = c
+            try:
+                s.send(b"a" if started else b"GET /logs/")
+                c[1] = True
+                if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    raise ConnectionResetError
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as e:
+                if e.errno in (11, 107):  # EAGAIN, ENOTCONN: not yet
+                    continue
+                closed += 1
+                s.close()
+                c[:] = one()
+        time.sleep(0.5)
+    # A reset, not an end of stream: a line ended by the peer's close
+    # would be routed on what it has.
+    for s, _ in conns:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    print("opened=%d closed_by_server=%d" % (opened, closed))
 
 
 if __name__ == "__main__":
