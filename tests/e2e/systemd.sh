@@ -459,4 +459,80 @@ is "$rc" 0 "dpkg --purge purges it"
 is "$(in_c sh -c 'ls /etc/systemd/system/*.wants/ | grep dstack-healthd' 2>&1)" "" \
 	"purge leaves no enablement link of either unit"
 
+# --- dstack-healthd-front: the agent as the front of port 8090 ---------------
+# Both packages into the container as an image build would put them (no
+# healthd.json of the test's own), with a stand-in guest agent on
+# 127.0.0.1:18090 that starts after the agent: a socket-activated shell
+# script (the root has no Python), answering every request with its path.
+FRONT=$(ls "$T"/deb/dstack-healthd-front_*.deb 2>/dev/null)
+is "$(dpkg-deb -c "$FRONT" | awk '$1 ~ /^-/ { print $6 }' | grep -v '^./usr/share/doc/' | tr '\n' ' ')" \
+	"./etc/dstack/dstack.toml ./etc/dstack/healthd.json " \
+	"dstack-healthd-front ships the guest agent's drop-in and the agent's config"
+is "$(dpkg-deb -f "$FRONT" Architecture Depends | tr '\n' ' ')" \
+	"Architecture: all Depends: dstack-healthd (>= $(dpkg-parsechangelog -S Version)) " \
+	"it is Architecture: all and depends on dstack-healthd"
+is "$(dpkg-deb --ctrl-tarfile "$FRONT" | tar -xO ./conffiles | tr '\n' ' ')" \
+	"/etc/dstack/dstack.toml /etc/dstack/healthd.json " "both files are conffiles"
+if command -v lintian >/dev/null 2>&1; then
+	out=$(lintian --pedantic "$FRONT" 2>/dev/null); rc=$?
+	is "$rc:$out" "0:" "lintian --pedantic has nothing to say of dstack-healthd-front"
+fi
+in_c rm -f /etc/dstack/healthd.json /etc/systemd/system/dstack-healthd.service.d/test.conf
+put /dstack/.host-shared/app-compose.json <<'JSON'
+{"manifest_version": "3", "name": "front-test", "runner": "bash",
+ "requirements": {"health_check": true, "health_status_file": "/dstack/health"}}
+JSON
+write_status healthy
+put /usr/local/bin/guest-agent-standin <<'SH'
+#!/bin/sh
+IFS=' ' read -r method path version
+# The whole head, so that closing does not reset the connection.
+while IFS= read -r h && [ "$h" != "$(printf '\r')" ] && [ -n "$h" ]; do :; done
+body="guest agent stand-in: $method $path"
+printf 'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' "${#body}" "$body"
+SH
+in_c chmod 0755 /usr/local/bin/guest-agent-standin
+put /etc/systemd/system/guest-agent-standin.socket <<'UNIT'
+[Socket]
+ListenStream=127.0.0.1:18090
+Accept=yes
+UNIT
+put /etc/systemd/system/guest-agent-standin@.service <<'UNIT'
+[Service]
+ExecStart=/usr/local/bin/guest-agent-standin
+StandardInput=socket
+UNIT
+in_c systemctl daemon-reload
+$D cp "$FRONT" "$C:/tmp/front.deb"
+in_c dpkg -i /tmp/healthd.deb /tmp/front.deb >"$T/front.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/front.log"
+is "$rc" 0 "dpkg -i of dstack-healthd and dstack-healthd-front together"
+wait_for 20 running
+ok $? "the agent runs"
+like "$(in_c grep -h . /etc/dstack/dstack.toml /etc/dstack/healthd.json | grep -v '^#' | tr '\n' ' ')" \
+	'^\[external\] address = "127.0.0.1" port = 18090 \{"relay": "127.0.0.1:18090"\} $' \
+	"installed: [external] on 127.0.0.1:18090, and relay to it"
+wait_for 10 status_is '^healthy'
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "Health on port 8090 is the agent's answer"
+code() { in_c curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:8090$1"; }
+is "$(code /)" 502 "before the guest agent listens, / gets 502 from the agent"
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "and Health is still answered"
+in_c systemctl start guest-agent-standin.socket
+is "$(in_c curl -s --max-time 5 http://127.0.0.1:8090/)" "guest agent stand-in: GET /" \
+	"the guest agent started later: the next connection to / reaches it"
+is "$(in_c curl -s --max-time 5 -X POST 'http://127.0.0.1:8090/prpc/Info?json' -d '{}')" \
+	"guest agent stand-in: POST /prpc/Info?json" "the gateway's port-policy fetch reaches the guest agent"
+is "$(in_c curl -s --max-time 5 http://127.0.0.1:8090/prpc/v1/Version)" \
+	"guest agent stand-in: GET /prpc/v1/Version" "so does /prpc/v1/Version"
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "and Health stays the agent's"
+out=$(in_c dstack-healthd status --json)
+like "$out" '"relay":\{"address":"127\.0\.0\.1:18090",.*"unreachable":1\}' \
+	"dstack-healthd status --json counts the relay and the one unreachable connection"
+in_c systemctl stop guest-agent-standin.socket
+is "$(code /)" 502 "the guest agent gone: 502 again"
+is "$(health)" '{"healthy":true,"unhealthy":[],"error":""}' "Health answered all along"
+in_c dpkg --purge dstack-healthd-front >"$T/front-purge.log" 2>&1
+is "$?:$(in_c sh -c 'ls -A /etc/dstack 2>/dev/null')" "0:" "purging dstack-healthd-front removes both files"
+
 done_testing
