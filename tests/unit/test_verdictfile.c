@@ -171,7 +171,11 @@ static void test_atomic(void)
 }
 
 /* A folder it cannot write: read-only for root too (a read-only mount in
- * a mount namespace of this process), else by its mode. */
+ * a mount namespace of this process), else by its mode. In a chroot (the
+ * Debian 13 step) "/" is no mount point and cannot be made private: the
+ * bind mount is made anyway, in the private namespace tests/e2e/trixie.sh
+ * runs in; root ignores a folder's mode, so without it the test would
+ * prove nothing there. */
 static void test_readonly(void)
 {
 	char ro[300];
@@ -182,7 +186,7 @@ static void test_readonly(void)
 	struct errbuf err = { "" };
 	ok(verdictfile_write(p, true, 5, &err) == 0, "writable before: %s", err.msg);
 	bool mounted = unshare(CLONE_NEWNS) == 0 &&
-		       mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		       (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 || errno == EINVAL) &&
 		       mount(ro, ro, NULL, MS_BIND, NULL) == 0 &&
 		       mount(NULL, ro, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) == 0;
 	if (!mounted)
