@@ -13,6 +13,8 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -49,6 +51,7 @@ struct gate {
 	int64_t retry_at;
 	unsigned slots, pool, open, doomed; /* open: parked ones too */
 	struct conn *adding; /* being handed to the daemon */
+	bool handed;         /* since the daemon's last turn */
 	int64_t head_timeout_ms;
 	struct conn *conns, *free_list;
 	struct conn waiting; /* sentinel of a circular list */
@@ -249,6 +252,7 @@ union peer_addr {
 
 static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
 {
+	g->handed = true;
 	g->adding = k;
 	/* Closes the fd when refused; the slot is then ours to free. */
 	if (MHD_add_connection(g->d, k->fd, sa, alen) != MHD_YES || g->adding) {
@@ -346,20 +350,34 @@ static void *gate_run(void *arg)
 			else if (wait < 0 || g->retry_at - now < wait)
 				wait = (int)(g->retry_at - now);
 		}
+		/* The daemon wants a turn when its epoll set has news, when a
+		 * connection was handed to it, or at its own timeout (0 when it
+		 * has work pending without news); a turn for nothing costs a
+		 * syscall, paid by every relayed connection otherwise. */
 		MHD_UNSIGNED_LONG_LONG mt;
-		if (MHD_get_timeout(g->d, &mt) == MHD_YES && (wait < 0 || mt < (unsigned)wait))
-			wait = mt > INT_MAX ? INT_MAX : (int)mt;
+		int64_t mhd_due = -1;
+		if (MHD_get_timeout(g->d, &mt) == MHD_YES) {
+			if (wait < 0 || mt < (unsigned)wait)
+				wait = mt > INT_MAX ? INT_MAX : (int)mt;
+			mhd_due = mt > INT_MAX ? INT64_MAX : now + (int64_t)mt;
+		}
 		int n = epoll_wait(g->ep, ev, ARRAY_SIZE(ev), wait);
+		bool news = false;
 		for (int i = 0; i < n; i++) {
 			void *p = ev[i].data.ptr;
 			if (p == &g->stop_fd)
 				return NULL;
 			if (p == &g->lfd)
 				take_new(g, clock_mono_ms());
-			else if (p != &g->mhd_fd)
+			else if (p == &g->mhd_fd)
+				news = true;
+			else
 				unpark(g, p, ev[i].events);
 		}
-		MHD_run(g->d);
+		if (news || g->handed || (mhd_due >= 0 && clock_mono_ms() >= mhd_due)) {
+			g->handed = false;
+			MHD_run(g->d);
+		}
 	}
 }
 
@@ -426,6 +444,13 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 	if (fl < 0 || fcntl(g->lfd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return errbuf_set(err, errno, "listener: %s", strerror(errno));
 	g->relay = o->relay;
+	/* Accepted sockets take it from the listener (Linux copies the
+	 * listener's options to each): a relayed client's bytes go on as they
+	 * come without a call per connection. libmicrohttpd sets it on its own
+	 * connections anyway. A unix listener has no such option. */
+	int one = 1;
+	if (o->relay)
+		setsockopt(g->lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	g->slots = slots_that_fit(o->slots, o->relay);
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;

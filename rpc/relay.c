@@ -39,8 +39,16 @@ struct end {
 	int side;
 };
 
+enum link_state {
+	LINK_FREE,
+	LINK_NEW,        /* handed over by the gate, its first event not yet seen */
+	LINK_CONNECTING, /* to the guest agent, in the connecting list */
+	LINK_OPEN,
+};
+
 /* A relayed connection: fd[0] the client, fd[1] the guest agent. Direction
- * d moves fd[d]'s bytes to fd[!d] through pipe[d]. */
+ * d moves fd[d]'s bytes to fd[!d] through pipe[d], which the link holds only
+ * while bytes are in it (held[d] > 0); an empty pipe goes back to the pool. */
 struct link {
 	struct link *prev, *next; /* connecting list (oldest first), or free list */
 	struct end end[2];
@@ -49,7 +57,7 @@ struct link {
 	size_t held[2]; /* bytes in pipe[d] */
 	bool eof[2];    /* fd[d] has read its end of stream */
 	bool shut[2];   /* ...and fd[!d]'s sending side is shut */
-	bool connecting;
+	enum link_state state;
 	int64_t deadline;
 };
 
@@ -58,12 +66,21 @@ struct relay {
 	socklen_t alen;
 	char address[256];
 	pthread_t thread;
-	int ep, stop_fd, queue[2]; /* queue: client fds from the gate */
-	unsigned max, limit;
-	struct link *links, *free_list;
+	int ep, stop_fd;
+	unsigned max;
+	struct link *links;
+	/* Empty pipes, made at the start and kept at RELAY_PIPE_POOL when
+	 * nothing is relayed: a link takes one only while it holds bytes. */
+	int pool[RELAY_PIPE_POOL][2];
+	unsigned pooled;
 	struct link connecting; /* sentinel of a circular list */
+	struct link *dead;      /* closed in this batch of events: freed after it */
 	bool down;              /* the last connect failed: an outage is logged */
-	atomic_uint used;       /* slots taken, queued ones included */
+	/* The gate takes links, the relay thread gives them back. */
+	pthread_mutex_t lock;
+	struct link *free_list;
+	unsigned limit;
+	atomic_uint used; /* slots taken, new ones included */
 	atomic_uint_fast64_t total, refused, unreachable;
 };
 
@@ -87,6 +104,39 @@ static void refuse(int fd, unsigned code, const char *reason, const char *body)
 	close(fd);
 }
 
+/* An empty pipe: the pool's, else a new one. */
+static int pipe_take(struct relay *r, int p[2])
+{
+	if (r->pooled) {
+		r->pooled--;
+		p[0] = r->pool[r->pooled][0];
+		p[1] = r->pool[r->pooled][1];
+		return 0;
+	}
+	return pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+/* A pipe given back: to the pool when it is empty and the pool has room.
+ * One closed with bytes in it is replaced, so that the pool is whole again
+ * once nothing is relayed (the fd count then is what it was at the start). */
+static void pipe_give(struct relay *r, int p[2], bool empty)
+{
+	if (p[0] < 0)
+		return;
+	if (empty && r->pooled < RELAY_PIPE_POOL) {
+		r->pool[r->pooled][0] = p[0];
+		r->pool[r->pooled][1] = p[1];
+		r->pooled++;
+	} else {
+		close(p[0]);
+		close(p[1]);
+		if (!empty && r->pooled < RELAY_PIPE_POOL &&
+		    pipe2(r->pool[r->pooled], O_NONBLOCK | O_CLOEXEC) == 0)
+			r->pooled++;
+	}
+	p[0] = p[1] = -1;
+}
+
 static void unlink_link(struct link *l)
 {
 	l->prev->next = l->next;
@@ -94,21 +144,39 @@ static void unlink_link(struct link *l)
 	l->prev = l->next = l;
 }
 
+/* Its slot goes back to the gate after the batch of events it was closed
+ * in: an event of this batch about it must not find it taken again. */
 static void link_close(struct relay *r, struct link *l)
 {
-	if (l->connecting)
+	if (l->state == LINK_CONNECTING)
 		unlink_link(l);
 	for (int d = 0; d < 2; d++) {
 		if (l->fd[d] >= 0)
 			close(l->fd[d]); /* also leaves the epoll set */
 		l->fd[d] = -1;
-		for (int e = 0; e < 2; e++)
-			if (l->pipe[d][e] >= 0)
-				close(l->pipe[d][e]);
+		pipe_give(r, l->pipe[d], l->held[d] == 0);
 	}
-	l->next = r->free_list;
-	r->free_list = l;
-	atomic_fetch_sub(&r->used, 1);
+	l->state = LINK_FREE;
+	l->next = r->dead;
+	r->dead = l;
+}
+
+static void free_dead(struct relay *r)
+{
+	unsigned n = 0;
+	struct link *last = NULL;
+	for (struct link *l = r->dead; l; l = l->next) {
+		last = l;
+		n++;
+	}
+	if (!n)
+		return;
+	pthread_mutex_lock(&r->lock);
+	last->next = r->free_list;
+	r->free_list = r->dead;
+	atomic_fetch_sub(&r->used, n);
+	pthread_mutex_unlock(&r->lock);
+	r->dead = NULL;
 }
 
 /* Log transitions, not connections: one warning per outage, one info line
@@ -136,74 +204,64 @@ static void link_unreachable(struct relay *r, struct link *l, int e)
 /* Moves what can move now from fd[d] to fd[!d]: 0, or -errno when the
  * link is broken. The pipe is emptied before more is read, so EAGAIN from
  * either splice means that side is not ready; the next edge on either
- * socket brings us back. */
-static int pump(struct link *l, int d)
+ * socket brings us back (edge-triggered: a read stops only at EAGAIN or the
+ * end of stream). */
+static int pump(struct relay *r, struct link *l, int d)
 {
+	int e = 0;
 	for (;;) {
 		ssize_t n;
 		if (l->held[d]) {
 			n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->held[d],
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0)
-				return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+			if (n < 0) {
+				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
+				break;
+			}
 			l->held[d] -= (size_t)n;
 			continue;
 		}
 		if (l->eof[d]) {
 			/* A half-close is passed on: the other side may still
-			 * answer (a request body ended by the client's FIN). */
-			if (!l->shut[d] && shutdown(l->fd[!d], SHUT_WR) < 0 && errno != ENOTCONN)
-				return -errno;
+			 * answer (a request body ended by the client's FIN).
+			 * When the other way has ended too, the link closes
+			 * now and the close ends the stream. */
+			if (!l->shut[d] && !l->shut[!d] && shutdown(l->fd[!d], SHUT_WR) < 0 &&
+			    errno != ENOTCONN)
+				e = -errno;
 			l->shut[d] = true;
-			return 0;
+			break;
 		}
+		if (l->pipe[d][0] < 0 && (e = pipe_take(r, l->pipe[d])) < 0)
+			break;
 		n = splice(l->fd[d], NULL, l->pipe[d][1], NULL, SPLICE_CHUNK,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n == 0)
+		if (n == 0) {
 			l->eof[d] = true;
-		else if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-		else
+		} else if (n < 0) {
+			e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
+			break;
+		} else {
 			l->held[d] += (size_t)n;
-	}
-}
-
-/* failed: a socket reported an error (a reset) that pumping may not
- * have met; what could still move has moved. */
-static void link_run(struct relay *r, struct link *l, bool failed)
-{
-	int e = pump(l, 0);
-	if (!e)
-		e = pump(l, 1);
-	if (e || failed || (l->shut[0] && l->shut[1]))
-		link_close(r, l);
-}
-
-static void link_connected(struct relay *r, struct link *l)
-{
-	int e = 0;
-	socklen_t len = sizeof(e);
-	if (getsockopt(l->fd[1], SOL_SOCKET, SO_ERROR, &e, &len) < 0)
-		e = errno;
-	if (e == 0) {
-		/* An event without an error, before the connect is done,
-		 * cannot happen for EPOLLOUT; for safety wait again. */
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
-		if (getpeername(l->fd[1], (struct sockaddr *)&peer, &plen) < 0) {
-			if (errno == ENOTCONN)
-				return;
-			e = errno;
 		}
 	}
-	if (e) {
-		link_unreachable(r, l, e);
-		return;
-	}
-	unlink_link(l);
-	l->connecting = false;
-	note_reach(r, 0);
-	link_run(r, l, false);
+	if (!l->held[d])
+		pipe_give(r, l->pipe[d], true);
+	return e;
+}
+
+/* An event on fd[s]: what came in on it moves on, and what waited for room
+ * on it moves in. A socket that failed (a reset) closes the link once what
+ * could still move has moved. */
+static void link_run(struct relay *r, struct link *l, int s, uint32_t ev)
+{
+	int e = 0;
+	if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		e = pump(r, l, s);
+	if (!e && l->held[!s] && (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
+		e = pump(r, l, !s);
+	if (e || (ev & EPOLLERR) || (l->shut[0] && l->shut[1]))
+		link_close(r, l);
 }
 
 static int watch(struct relay *r, struct link *l, int side)
@@ -213,24 +271,34 @@ static int watch(struct relay *r, struct link *l, int side)
 	return epoll_ctl(r->ep, EPOLL_CTL_ADD, l->fd[side], &ev);
 }
 
-/* A client from the gate: a slot was taken for it there. */
-static void link_open(struct relay *r, int fd, int64_t now)
+/* The guest agent's socket was watched only once its connect was under
+ * way: an event on it means the connect has ended. EPOLLOUT without an
+ * error is a connection (a connecting socket never reports it). */
+static void link_connected(struct relay *r, struct link *l, uint32_t ev)
 {
-	struct link *l = r->free_list;
-	r->free_list = l->next;
-	memset(l, 0, sizeof(*l));
-	l->prev = l->next = l;
-	l->end[0] = (struct end){ l, 0 };
-	l->end[1] = (struct end){ l, 1 };
-	l->fd[0] = fd;
-	l->fd[1] = -1;
-	for (int d = 0; d < 2; d++)
-		l->pipe[d][0] = l->pipe[d][1] = -1;
+	if ((ev & (EPOLLERR | EPOLLHUP)) || !(ev & EPOLLOUT)) {
+		int e = 0;
+		socklen_t len = sizeof(e);
+		if (getsockopt(l->fd[1], SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+			e = errno;
+		link_unreachable(r, l, e ? e : ECONNRESET);
+		return;
+	}
+	unlink_link(l);
+	l->state = LINK_OPEN;
+	note_reach(r, 0);
+	/* The request has waited; an answer may have come with the connect. */
+	link_run(r, l, 0, EPOLLIN);
+	if (l->state == LINK_OPEN && (ev & (EPOLLIN | EPOLLRDHUP)))
+		link_run(r, l, 1, ev);
+}
+
+/* A client from the gate, its first event: the connect to the guest agent. */
+static void link_open(struct relay *r, struct link *l, int64_t now)
+{
 	atomic_fetch_add(&r->total, 1);
-	if (pipe2(l->pipe[0], O_NONBLOCK | O_CLOEXEC) < 0 ||
-	    pipe2(l->pipe[1], O_NONBLOCK | O_CLOEXEC) < 0 ||
-	    (l->fd[1] = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			       0)) < 0) {
+	l->fd[1] = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd[1] < 0) {
 		/* Out of fds or memory: what a full relay answers. */
 		atomic_fetch_add(&r->refused, 1);
 		refuse(l->fd[0], 503, "Service Unavailable", TEXT_FULL);
@@ -239,43 +307,36 @@ static void link_open(struct relay *r, int fd, int64_t now)
 		return;
 	}
 	/* Bytes go on as they come: a head and its body in two segments must
-	 * not wait for an ACK each (Nagle) on the way through. Unix sockets
-	 * have no such option; failing here costs only latency. */
+	 * not wait for an ACK each (Nagle) on the way through. The client's
+	 * socket has it from the listener (rpc/gate.c); a unix socket has no
+	 * such option. */
 	int one = 1;
-	for (int s = 0; s < 2; s++)
-		setsockopt(l->fd[s], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (watch(r, l, 0) < 0 || watch(r, l, 1) < 0) {
-		link_close(r, l);
-		return;
-	}
-	if (connect(l->fd[1], (struct sockaddr *)&r->addr, r->alen) == 0) {
-		note_reach(r, 0);
-		link_run(r, l, false);
-		return;
-	}
+	if (r->addr.ss_family != AF_UNIX)
+		setsockopt(l->fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	int c = connect(l->fd[1], (struct sockaddr *)&r->addr, r->alen);
 	/* A unix socket whose backlog is full says EAGAIN: unreachable too. */
-	if (errno != EINPROGRESS) {
+	if (c < 0 && errno != EINPROGRESS) {
 		link_unreachable(r, l, errno);
 		return;
 	}
-	l->connecting = true;
+	/* Watched after the connect began: before it, an unconnected socket
+	 * reports a hang-up. */
+	if (watch(r, l, 1) < 0) {
+		link_close(r, l);
+		return;
+	}
+	if (c == 0) {
+		l->state = LINK_OPEN;
+		note_reach(r, 0);
+		link_run(r, l, 0, EPOLLIN);
+		return;
+	}
+	l->state = LINK_CONNECTING;
 	l->deadline = now + RELAY_CONNECT_TIMEOUT_MS;
 	l->prev = r->connecting.prev;
 	l->next = &r->connecting;
 	r->connecting.prev->next = l;
 	r->connecting.prev = l;
-}
-
-static void take_queued(struct relay *r)
-{
-	int fds[64];
-	ssize_t n;
-	while ((n = read(r->queue[0], fds, sizeof(fds))) > 0) {
-		int64_t now = clock_mono_ms();
-		/* A pipe's writes of an int are whole (below PIPE_BUF). */
-		for (size_t i = 0; i < (size_t)n / sizeof(int); i++)
-			link_open(r, fds[i], now);
-	}
 }
 
 /* Fails the connects past their deadline; ms to the next one, or -1. */
@@ -297,25 +358,29 @@ static void *relay_run(void *arg)
 			void *p = ev[i].data.ptr;
 			if (p == &r->stop_fd)
 				return NULL;
-			if (p == &r->queue[0]) {
-				take_queued(r);
-				continue;
-			}
 			struct end *e = p;
 			struct link *l = e->l;
-			/* Closed earlier in this batch: its slot is free, or
-			 * taken again by a newer client. Both fds of a link
-			 * came in one batch at most once each; a closed link's
-			 * fds are -1 or reused, which the side check tells. */
+			/* Closed earlier in this batch: its slot stays unused
+			 * until the batch is done. */
 			if (l->fd[e->side] < 0)
 				continue;
-			if (l->connecting) {
+			switch (l->state) {
+			case LINK_NEW:
+				link_open(r, l, clock_mono_ms());
+				break;
+			case LINK_CONNECTING:
+				/* The client's bytes wait for the connect. */
 				if (e->side == 1)
-					link_connected(r, l);
-			} else {
-				link_run(r, l, ev[i].events & EPOLLERR);
+					link_connected(r, l, ev[i].events);
+				break;
+			case LINK_OPEN:
+				link_run(r, l, e->side, ev[i].events);
+				break;
+			case LINK_FREE:
+				break;
 			}
 		}
+		free_dead(r);
 	}
 }
 
@@ -337,21 +402,19 @@ static void relay_free(struct relay *r)
 {
 	if (r->links)
 		for (unsigned i = 0; i < r->max; i++)
-			if (r->links[i].end[0].l && r->links[i].fd[0] >= 0)
+			if (r->links[i].state != LINK_FREE)
 				link_close(r, &r->links[i]);
-	int *fds[] = { &r->ep, &r->stop_fd, &r->queue[0], &r->queue[1] };
-	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-	/* fds queued and never taken */
+	for (unsigned i = 0; i < r->pooled; i++) {
+		close(r->pool[i][0]);
+		close(r->pool[i][1]);
+	}
+	if (r->ep >= 0)
+		close(r->ep);
+	if (r->stop_fd >= 0)
+		close(r->stop_fd);
+	pthread_mutex_destroy(&r->lock);
 	free(r->links);
 	free(r);
-}
-
-static int watch_own(int ep, int *fd)
-{
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = fd };
-	return epoll_ctl(ep, EPOLL_CTL_ADD, *fd, &ev);
 }
 
 int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *err)
@@ -362,7 +425,8 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 	struct relay *r = calloc(1, sizeof(*r));
 	if (!r)
 		return errbuf_set(err, ENOMEM, "relay: out of memory");
-	r->ep = r->stop_fd = r->queue[0] = r->queue[1] = -1;
+	r->ep = r->stop_fd = -1;
+	pthread_mutex_init(&r->lock, NULL);
 	rpc_addr_parse("relay address", o->address, &r->addr, &r->alen, err);
 	snprintf(r->address, sizeof(r->address), "%s", o->address);
 	r->max = r->limit = o->slots ? o->slots : RELAY_MAX_CONNECTIONS;
@@ -372,13 +436,17 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 		return errbuf_set(err, ENOMEM, "relay: out of memory");
 	}
 	for (unsigned i = r->max; i-- > 0;) {
+		r->links[i].fd[0] = r->links[i].fd[1] = -1;
 		r->links[i].next = r->free_list;
 		r->free_list = &r->links[i];
 	}
-	if ((r->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	while (r->pooled < RELAY_PIPE_POOL &&
+	       pipe2(r->pool[r->pooled], O_NONBLOCK | O_CLOEXEC) == 0)
+		r->pooled++;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &r->stop_fd };
+	if (r->pooled < RELAY_PIPE_POOL || (r->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    (r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
-	    pipe2(r->queue, O_CLOEXEC | O_NONBLOCK) < 0 || watch_own(r->ep, &r->stop_fd) < 0 ||
-	    watch_own(r->ep, &r->queue[0]) < 0) {
+	    epoll_ctl(r->ep, EPOLL_CTL_ADD, r->stop_fd, &ev) < 0) {
 		e = errno;
 		relay_free(r);
 		return errbuf_set(err, e, "relay: %s", strerror(e));
@@ -398,40 +466,64 @@ void relay_stop(struct relay *r)
 	uint64_t one = 1;
 	if (write(r->stop_fd, &one, sizeof(one)) == sizeof(one))
 		pthread_join(r->thread, NULL);
-	int fd;
-	while (read(r->queue[0], &fd, sizeof(fd)) == sizeof(fd))
-		close(fd);
+	/* Links handed over and never seen are closed with the rest. */
+	r->dead = NULL;
 	relay_free(r);
 }
 
 unsigned relay_fds_wanted(const struct relay *r)
 {
-	return r->max * RELAY_FDS_PER_CONN;
+	return r->max * RELAY_FDS_PER_CONN + 2 * RELAY_PIPE_POOL;
 }
 
 void relay_fit(struct relay *r, unsigned slots)
 {
+	pthread_mutex_lock(&r->lock);
 	r->limit = slots < r->max ? slots : r->max;
+	pthread_mutex_unlock(&r->lock);
 }
 
 int relay_take(struct relay *r, int fd)
 {
-	/* Only this thread takes slots: the check and the add cannot race
-	 * with another taker, only with the relay giving one back. */
-	if (atomic_load(&r->used) >= r->limit) {
+	pthread_mutex_lock(&r->lock);
+	struct link *l = atomic_load(&r->used) < r->limit ? r->free_list : NULL;
+	if (l) {
+		r->free_list = l->next;
+		atomic_fetch_add(&r->used, 1);
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!l) {
 		atomic_fetch_add(&r->refused, 1);
 		refuse(fd, 503, "Service Unavailable", TEXT_FULL);
 		return -EBUSY;
 	}
-	atomic_fetch_add(&r->used, 1);
-	if (write(r->queue[1], &fd, sizeof(fd)) != sizeof(fd)) {
-		int e = errno;
-		atomic_fetch_sub(&r->used, 1);
-		atomic_fetch_add(&r->refused, 1);
-		refuse(fd, 503, "Service Unavailable", TEXT_FULL);
-		return -e;
+	/* Ready before the relay can see it: adding the fd to its epoll set
+	 * is the handover (the first line waits unread, so the first event
+	 * comes at once). */
+	l->prev = l->next = l;
+	l->end[0] = (struct end){ l, 0 };
+	l->end[1] = (struct end){ l, 1 };
+	l->fd[0] = fd;
+	l->fd[1] = -1;
+	for (int d = 0; d < 2; d++) {
+		l->pipe[d][0] = l->pipe[d][1] = -1;
+		l->held[d] = 0;
+		l->eof[d] = l->shut[d] = false;
 	}
-	return 0;
+	l->state = LINK_NEW;
+	if (watch(r, l, 0) == 0)
+		return 0;
+	int e = errno;
+	l->fd[0] = -1;
+	l->state = LINK_FREE;
+	pthread_mutex_lock(&r->lock);
+	l->next = r->free_list;
+	r->free_list = l;
+	atomic_fetch_sub(&r->used, 1);
+	pthread_mutex_unlock(&r->lock);
+	atomic_fetch_add(&r->refused, 1);
+	refuse(fd, 503, "Service Unavailable", TEXT_FULL);
+	return -e;
 }
 
 void relay_stats(struct relay *r, struct relay_stats *out)
@@ -440,7 +532,9 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->total = atomic_load(&r->total);
 	out->refused = atomic_load(&r->refused);
 	out->unreachable = atomic_load(&r->unreachable);
+	pthread_mutex_lock(&r->lock);
 	out->slots = r->limit;
+	pthread_mutex_unlock(&r->lock);
 }
 
 const char *relay_address(const struct relay *r)

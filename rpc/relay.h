@@ -17,8 +17,13 @@
 /* Relayed connections at once, by default (the fd limit may lower it: each
  * holds RELAY_FDS_PER_CONN fds). */
 #define RELAY_MAX_CONNECTIONS 512
-/* The client's socket, the guest agent's, and a pipe each way. */
+/* The client's socket, the guest agent's, and a pipe each way (at most:
+ * a pipe is held only while bytes wait in it). */
 #define RELAY_FDS_PER_CONN 6
+/* Empty pipes kept for the next bytes to move, made at the start: most
+ * links hold no pipe between two reads, so creating and closing two per
+ * connection would be the relay's largest cost for small answers. */
+#define RELAY_PIPE_POOL 8
 /* A guest agent that has not accepted the connection this long after the
  * connect is unreachable: the client gets 502. */
 #define RELAY_CONNECT_TIMEOUT_MS 1000
@@ -46,7 +51,8 @@ void relay_stop(struct relay *r);
 /* The address check alone, for the configuration: what="relay address". */
 int relay_parse(const char *address, struct errbuf *err);
 
-/* The gate's side; called from one thread only. */
+/* The gate's side; called from one thread only (relay_take hands the fd to
+ * the relay thread by adding it to that thread's epoll set). */
 /* fds the relay may hold at most. */
 unsigned relay_fds_wanted(const struct relay *r);
 /* Lowers the slots to what the fd limit leaves (before any relay_take). */
