@@ -3,12 +3,15 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
 #include "runtime/nerdctl.h"
@@ -64,6 +67,51 @@ bool source_short_id(const char *s)
 	return n == 12 && s[n] == '\0';
 }
 
+/* The agent's own container, once found: its id and its project do not
+ * change while the agent runs, so a refresh does not ask for it again (two
+ * requests to the daemon less, and a flip is seen that much sooner). Kept
+ * per Docker host, which a reload may change. */
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char *docker_host, *id, *project;
+} self_known;
+
+static bool self_recall(const char *docker_host, struct container *self)
+{
+	bool known = false;
+	pthread_mutex_lock(&self_lock);
+	if (self_known.id && strcmp(self_known.docker_host, docker_host) == 0) {
+		self->id = strdup(self_known.id);
+		self->project = self_known.project ? strdup(self_known.project) : NULL;
+		/* Out of memory: asked for again, as if never found. */
+		known = self->id && (self->project || !self_known.project);
+		if (!known)
+			container_free(self);
+	}
+	pthread_mutex_unlock(&self_lock);
+	return known;
+}
+
+static void self_remember(const char *docker_host, const struct container *self)
+{
+	char *h = strdup(docker_host), *id = strdup(self->id),
+	     *p = self->project ? strdup(self->project) : NULL;
+	if (!h || !id || (self->project && !p)) {
+		free(h);
+		free(id);
+		free(p);
+		return;
+	}
+	pthread_mutex_lock(&self_lock);
+	free(self_known.docker_host);
+	free(self_known.id);
+	free(self_known.project);
+	self_known.docker_host = h;
+	self_known.id = id;
+	self_known.project = p;
+	pthread_mutex_unlock(&self_lock);
+}
+
 /* The agent's own container, when it runs in one of this Docker's (a
  * sidecar, issue 21): found by its hostname, which Docker sets to the
  * short id unless the service overrides it (docs/design.md §4, "The
@@ -74,10 +122,19 @@ static int find_self(const struct config *cfg, int64_t deadline, int cancel_fd,
 	char host[HOST_NAME_MAX + 1];
 	if (gethostname(host, sizeof(host)) < 0 || !source_short_id(host))
 		return 0;
+	const char *dh = cfg->docker_host ? cfg->docker_host : "";
+	if (self_recall(dh, self))
+		return 1;
 	struct docker_opts o;
 	source_docker_opts(cfg, cancel_fd, &o);
 	int r = docker_find_self(&o, host, deadline, self, err);
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r < 0 ? r : 0);
+	if (r == 1 && self->id) {
+		log_msg(LOG_INFO, "running in container %.12s of Compose project %s: it is never "
+				  "judged",
+			self->id, self->project ? self->project : "(none)");
+		self_remember(dh, self);
+	}
 	return r;
 }
 
@@ -112,7 +169,7 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	} else {
 		struct docker_opts o;
 		source_docker_opts(cfg, cancel_fd, &o);
-		r = docker_list(&o, ri->project, deadline, &l, err);
+		r = docker_list(&o, ri->project, self_id, deadline, &l, err);
 	}
 	/* What the runtime clients leave untagged is their parsing of an
 	 * answer. */

@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len = nul ? (size_t)(nul - data) : size;
 	if (nul && json_parse(&w, (const char *)nul + 1, size - len - 1, MAX_TOKENS, NULL) < 0)
 		return 0;
-	int r = docker_parse_list(body, len, ORACLE_PROJECT, version, &out, &todo, &err);
+	int r = docker_parse_list(body, len, ORACLE_PROJECT, NULL, version, &out, &todo, &err);
 	for (size_t i = 0; r == 0 && i < todo.n; i++)
 		r = inspect(&w, todo.v[i], &out);
 	struct verdict v;

@@ -234,7 +234,9 @@ static int ids_add(struct docker_ids *t, const char *id)
 	return 0;
 }
 
-/* A running container whose list item carries its health (API >= 1.52). */
+/* A running container whose list item carries its health (API >= 1.52), or
+ * the agent's own (running, since it asks; its health, when the list has
+ * none, is left unknown: it is never judged). */
 static int from_list(const struct json *j, int it, char **id, int hs, struct container_list *out)
 {
 	struct container *c = container_list_add(out);
@@ -251,7 +253,7 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 		free(c->name);
 		c->name = strndup(c->id, 12);
 	}
-	if (r == 0)
+	if (r == 0 && json_is_string(j, hs))
 		r = json_strdup(j, hs, &c->health);
 	int svc = json_get(j, json_get(j, it, "Labels"), COMPOSE_SERVICE_LABEL);
 	if (r == 0 && json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
@@ -271,7 +273,8 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
  * or queued for inspection. The list's word is taken only for a running
  * container: for a stopped one the API reports health "none" (docs/design.md §4). */
 static int list_item(int version, const struct json *j, int it, const char *project,
-		     struct container_list *out, struct docker_ids *todo, struct errbuf *err)
+		     const char *self_id, struct container_list *out, struct docker_ids *todo,
+		     struct errbuf *err)
 {
 	_cleanup_free_ char *id = NULL;
 	if (!json_is_object(j, it))
@@ -292,8 +295,9 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 	/* Healthy, or no healthcheck at all: a probe that is failing or has not
 	 * passed yet is inspected, so that the operator's view shows its last
 	 * output (the list carries no health log). */
-	if (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
-	    (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, "")))
+	if ((self_id && strcmp(id, self_id) == 0) ||
+	    (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
+	     (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, ""))))
 		r = from_list(j, it, &id, hs, out);
 	else
 		r = ids_add(todo, id);
@@ -320,8 +324,9 @@ static int list_response(struct api *a, const char *project, struct http_respons
 	}
 }
 
-int docker_parse_list(const char *body, size_t len, const char *project, int version,
-		      struct container_list *out, struct docker_ids *todo, struct errbuf *err)
+int docker_parse_list(const char *body, size_t len, const char *project, const char *self_id,
+		      int version, struct container_list *out, struct docker_ids *todo,
+		      struct errbuf *err)
 {
 	struct json j;
 	int r = json_parse(&j, body ? body : "", len, DOCKER_MAX_TOKENS, err);
@@ -331,7 +336,7 @@ int docker_parse_list(const char *body, size_t len, const char *project, int ver
 		r = errbuf_set(err, EPROTO, "expected an array, got %s", json_type_name(&j, 0));
 	if (r == 0) {
 		JSON_ARRAY_FOREACH(&j, 0, el, cnt) {
-			r = list_item(version, &j, el, project, out, todo, err);
+			r = list_item(version, &j, el, project, self_id, out, todo, err);
 			if (r < 0) {
 				errbuf_prefix(err, "item %d", cnt);
 				break;
@@ -342,14 +347,15 @@ int docker_parse_list(const char *body, size_t len, const char *project, int ver
 	return r;
 }
 
-static int list(struct api *a, const char *project, struct container_list *out,
-		struct docker_ids *todo)
+static int list(struct api *a, const char *project, const char *self_id,
+		struct container_list *out, struct docker_ids *todo)
 {
 	struct http_response resp = { 0 };
 	int r = list_response(a, project, &resp);
 	if (r < 0)
 		return r;
-	r = docker_parse_list(resp.body, resp.body_len, project, a->version, out, todo, a->err);
+	r = docker_parse_list(resp.body, resp.body_len, project, self_id, a->version, out, todo,
+			      a->err);
 	if (r < 0)
 		errbuf_prefix(a->err, "GET /containers/json");
 	http_response_free(&resp);
@@ -431,8 +437,8 @@ int docker_find_self(const struct docker_opts *o, const char *short_id, int64_t 
 	return r < 0 ? r : mine;
 }
 
-int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
-		struct container_list *out, struct errbuf *err)
+int docker_list(const struct docker_opts *o, const char *project, const char *self_id,
+		int64_t deadline, struct container_list *out, struct errbuf *err)
 {
 	struct api a = { .start = clock_mono_ms(), .deadline = deadline, .err = err };
 	struct docker_ids todo = { 0 };
@@ -440,7 +446,7 @@ int docker_list(const struct docker_opts *o, const char *project, int64_t deadli
 	int r = api_open(&a, o, err);
 	if (r == 0) {
 		out->api_version = a.version;
-		r = list(&a, project, out, &todo);
+		r = list(&a, project, self_id, out, &todo);
 	}
 	for (size_t i = 0; r == 0 && i < todo.n; i++)
 		r = inspect(&a, todo.v[i], out);

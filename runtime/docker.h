@@ -30,9 +30,11 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
 /* Lists the containers labelled com.docker.compose.project=project (all
  * states), with their health, into out. deadline is CLOCK_MONOTONIC ms.
  * A failure to reach or understand the daemon is an error (err says what
- * failed, tagged with its kind, base/err.h, except a parse error); containers that vanish between list and inspect are skipped. */
-int docker_list(const struct docker_opts *o, const char *project, int64_t deadline,
-		struct container_list *out, struct errbuf *err);
+ * failed, tagged with its kind, base/err.h, except a parse error); containers that vanish between list and inspect are skipped.
+ * self_id (or NULL): the agent's own container, never judged, so taken
+ * from the list and never inspected. */
+int docker_list(const struct docker_opts *o, const char *project, const char *self_id,
+		int64_t deadline, struct container_list *out, struct errbuf *err);
 
 /* The container whose id begins with short_id (the agent's hostname in a
  * container: Docker's default is the id's first 12 digits), inspected into
@@ -65,14 +67,16 @@ int docker_status_error(const char *shown, const struct http_response *resp,
 
 /* Exposed for fuzzing: the body of GET /containers/json for project at API
  * version (major * 100 + minor, e.g. 141). Running containers whose list item
- * carries their health (API >= 1.52) are appended to out; the ids of the
- * others, to inspect, to todo (free todo->v). -EPROTO with err naming the
+ * carries their health (API >= 1.52), and the agent's own (self_id, or
+ * NULL) whatever its state, are appended to out; the ids of the others, to
+ * inspect, to todo (free todo->v). -EPROTO with err naming the
  * item and field, -EINVAL for malformed JSON, -ENOMEM. */
 struct docker_ids {
 	char (*v)[65];
 	size_t n;
 };
-int docker_parse_list(const char *body, size_t len, const char *project, int version,
-		      struct container_list *out, struct docker_ids *todo, struct errbuf *err);
+int docker_parse_list(const char *body, size_t len, const char *project, const char *self_id,
+		      int version, struct container_list *out, struct docker_ids *todo,
+		      struct errbuf *err);
 
 #endif

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 	o.host = argv[1];
 	struct container_list l = { 0 };
 	int64_t deadline = clock_mono_ms() + atoll(argv[3]);
-	if (docker_list(&o, argv[2], deadline, &l, &err) < 0) {
+	if (docker_list(&o, argv[2], NULL, deadline, &l, &err) < 0) {
 		printf("error: %s\n", err.msg);
 		container_list_free(&l);
 		return 1;
