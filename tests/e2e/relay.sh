@@ -12,8 +12,9 @@
 # once (Health then / gets the agent's 404), the stand-in stopped gives 502
 # (logged once per outage) while Health is still answered, full relay slots
 # give 503 while Health is still answered, /status and /metrics count it
-# all, and once every client has gone no relayed connection is left open
-# and the agent's fd count is back at its baseline. Loopback only.
+# all, a client that stops reading and resets leaves no pipe short, and
+# once every client has gone no relayed connection is left open and the
+# agent's fd count is back at its baseline. Loopback only.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -134,13 +135,28 @@ closed=$(sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p' "$T/flood.out")
 ok $? "...and every flooding connection closed by the agent at least once ($(cat "$T/flood.out"))"
 is "$(relay_field total)" 8 "...and none of them relayed"
 
+# --- a client that stops reading, then goes -------------------------------------
+# 16 pages asked for on one connection and not read: the relay stops
+# reading the stand-in once its pipe toward the client is full (the agent's
+# socket to the stand-in then has bytes it has not read), and the client's
+# close (a reset) ends the link with bytes in that pipe: the pipe is closed
+# and replaced, so the fd count below still comes back to the baseline.
+coproc STALL { python3 "$CL" "$A" stall 16; }
+PIDS+=("$STALL_PID")
+read -r -t 30 stalled <&"${STALL[0]}"
+held() { ss -Htn "( dport = :$GP )" | awk '$2 > 0 { n++ } END { exit !n }'; }
+wait_for 30 held
+ok $? "a client that stops reading: the relay holds the stand-in's bytes (${stalled:-no answer})"
+exec {STALL[1]}>&-
+wait "$STALL_PID" 2>/dev/null
+
 # --- nothing left behind --------------------------------------------------------
 wait_for 20 test "$(upstream_conns)" = 0
 ok $? "every client gone: no connection to the stand-in is left ($(upstream_conns) open)"
 wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
 ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
 is "$(relay_field open)" 0 "/status: relay open 0"
-is "$(relay_field total)" 8 "/status: relay total still counts the 8 relayed connections above"
+is "$(relay_field total)" 9 "/status: relay total still counts the 9 relayed connections above"
 
 # --- the guest agent down -------------------------------------------------------
 kill -9 "$GA_PID"

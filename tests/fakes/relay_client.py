@@ -14,6 +14,10 @@
         connection; prints "STATUS SERVER" a line each (- for none)
   relay_client.py PORT trickle HEAD     sends HEAD, then "a" every 100 ms
         until the agent closes; prints the seconds from connect to close
+  relay_client.py PORT stall N          N x GET / (1 MiB each) sent at once
+        on one connection; reads a first piece of the answers, prints
+        "stalled", reads no more, and closes (unread bytes: a reset) when
+        its standard input ends
   relay_client.py PORT flood N SECONDS  N connections from 127.0.0.2 that
         each send "GET /logs/" and then one byte every 0.5 s, never ending
         the line, reopened when the agent closes them, for SECONDS; prints
@@ -129,6 +133,13 @@ def main():
             except OSError:
                 break
         print("%.2f" % (time.monotonic() - t0))
+    elif what == "stall":
+        s = connect(port)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * int(args[0]))
+        s.recv(4096)
+        print("stalled", flush=True)
+        sys.stdin.read()
+        s.close()
     elif what == "flood":
         flood(port, int(args[0]), float(args[1]))
     else:
