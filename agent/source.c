@@ -92,17 +92,22 @@ static bool self_recall(const char *docker_host, struct container *self)
 	return known;
 }
 
-static void self_remember(const char *docker_host, const struct container *self)
+/* True when it was not known before (the watcher and the refresh thread
+ * may both look it up at the start: one of them tells). */
+static bool self_remember(const char *docker_host, const struct container *self)
 {
 	char *h = strdup(docker_host), *id = strdup(self->id),
 	     *p = self->project ? strdup(self->project) : NULL;
+	bool known = false;
 	if (!h || !id || (self->project && !p)) {
 		free(h);
 		free(id);
 		free(p);
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&self_lock);
+	known = self_known.id && strcmp(self_known.docker_host, h) == 0 &&
+		strcmp(self_known.id, id) == 0;
 	free(self_known.docker_host);
 	free(self_known.id);
 	free(self_known.project);
@@ -110,6 +115,7 @@ static void self_remember(const char *docker_host, const struct container *self)
 	self_known.id = id;
 	self_known.project = p;
 	pthread_mutex_unlock(&self_lock);
+	return !known;
 }
 
 /* The agent's own container, when it runs in one of this Docker's (a
@@ -127,14 +133,13 @@ static int find_self(const struct config *cfg, int64_t deadline, int cancel_fd,
 		return 1;
 	struct docker_opts o;
 	source_docker_opts(cfg, cancel_fd, &o);
+	log_msg(LOG_DEBUG, "asking Docker for container %s, the agent's own if it is one", host);
 	int r = docker_find_self(&o, host, deadline, self, err);
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r < 0 ? r : 0);
-	if (r == 1 && self->id) {
+	if (r == 1 && self->id && self_remember(dh, self))
 		log_msg(LOG_INFO, "running in container %.12s of Compose project %s: it is never "
 				  "judged",
 			self->id, self->project ? self->project : "(none)");
-		self_remember(dh, self);
-	}
 	return r;
 }
 

@@ -133,10 +133,15 @@ like "$J" '"status":"written [0-9]+ s ago; older than 60 s' "judged 61 s later, 
 is "$JRC" 1 "--once at that clock exits 1 (unhealthy)"
 
 "$DH_DOCKER" logs "$SC" >"$DH_T/sidecar.log" 2>&1
-# Its own container is looked up once: every refresh after the first knows
+# Its own container is looked up once (by the refresh thread and the events
+# watcher, which may both ask at the start): every refresh after that knows
 # it (two requests to the daemon less, and a flip seen that much sooner).
+LOOKUPS=$(grep -c "asking Docker for container [0-9a-f]\{12\}, the agent's own" "$DH_T/sidecar.log")
+REFRESHES=$(grep -c 'refresh (' "$DH_T/sidecar.log")
+ok "$([ "$LOOKUPS" -ge 1 ] && [ "$LOOKUPS" -le 2 ] && [ "$REFRESHES" -ge 5 ]; echo $?)" \
+	"the sidecar's own container was looked up $LOOKUPS times over $REFRESHES refreshes"
 is "$(grep -c 'running in container [0-9a-f]\{12\} of Compose project sidecar' "$DH_T/sidecar.log")" 1 \
-	"the sidecar's own container was looked up once, over $(grep -c 'refresh (' "$DH_T/sidecar.log") refreshes"
+	"...and said once"
 if grep -q "verdict file.*cannot\|AddressSanitizer" "$DH_T/sidecar.log"; then
 	sed 's/^/#   /' "$DH_T/sidecar.log" | tail -n 20
 	ok 1 "the sidecar's log has no failed write"
