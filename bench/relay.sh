@@ -7,6 +7,9 @@
 #   7b. Relay throughput against nginx as the reference front, both passing
 #       to the same upstream (a second nginx, static pages): req/s of the
 #       1 KiB and 1 MiB pages, kept-alive and fresh connections; CPU/request.
+#       The reference is the one issue 18 names (one worker, proxy_pass,
+#       buffering off: a fresh upstream connection per request); nginx with
+#       kept-alive upstream connections is measured beside it, not judged.
 #   7c. Health with relay set against the same build without it.
 # bench/README.md says how each figure is taken.
 
@@ -29,11 +32,11 @@ relay_nginx() {
 }
 
 relay_section() {
-	local up_port log_port fr_port rl_port plain_port r page conn
-	local rl_pid fr_pid plain_pid up_pid
+	local up_port log_port fr_port fk_port rl_port plain_port r page conn
+	local rl_pid fr_pid fk_pid plain_pid up_pid
 	# 200 streams hold about 1200 of the agent's fds, and nginx's too.
 	ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-	mkdir -p "$T/pages" "$T/up" "$T/fr"
+	mkdir -p "$T/pages" "$T/up" "$T/fr" "$T/fk"
 	head -c 1024 /dev/urandom >"$T/pages/1k"
 	head -c $((1024 * 1024)) /dev/urandom >"$T/pages/1m"
 	chmod 711 "$T"
@@ -61,15 +64,18 @@ relay_section() {
 	rl_pid=$AGENT_PID rl_port=$PORT
 	agent plain "$T/relay.sock"
 	plain_pid=$AGENT_PID plain_port=$PORT
-	relay_nginx fr bench/nginx-front.conf.in SRV "@UPPORT@=$up_port" || return 1
+	relay_nginx fr bench/nginx-front.conf.in SRV "@UPPORT@=$up_port" "@NAME@=fr" "@KA@=#" || return 1
 	fr_port=$NGX_PORT fr_pid=$NGX_PID
+	relay_nginx fk bench/nginx-front.conf.in SRV "@UPPORT@=$up_port" "@NAME@=fk" "@KA@=" || return 1
+	fk_port=$NGX_PORT fk_pid=$NGX_PID
 	wait_for 15 determined "$rl_port" && wait_for 15 determined "$plain_port" ||
 		{ say "no verdict from the relaying agents"; return 1; }
 	# Both fronts move the page byte for byte, and Health stays the agent's.
 	local want
 	want=$(sha256sum <"$T/pages/1m")
 	[ "$(curl -s "http://127.0.0.1:$rl_port/1m" | sha256sum)" = "$want" ] &&
-		[ "$(curl -s "http://127.0.0.1:$fr_port/1m" | sha256sum)" = "$want" ] ||
+		[ "$(curl -s "http://127.0.0.1:$fr_port/1m" | sha256sum)" = "$want" ] &&
+		[ "$(curl -s "http://127.0.0.1:$fk_port/1m" | sha256sum)" = "$want" ] ||
 		{ say "a front does not relay the 1 MiB page byte for byte"; return 1; }
 	health "$rl_port" | grep -q '"healthy"' ||
 		{ say "the relaying agent does not answer Health itself"; return 1; }
@@ -117,18 +123,20 @@ relay_section() {
 			for r in $(seq "$ROUNDS"); do
 				wrk_run "$rl_port" "$rl_pid" "get:/$page" $conn >>"$T/rl.agent.$page.$conn"
 				wrk_run "$fr_port" "$fr_pid" "get:/$page" $conn >>"$T/rl.nginx.$page.$conn"
+				wrk_run "$fk_port" "$fk_pid" "get:/$page" $conn >>"$T/rl.nginxka.$page.$conn"
 			done
 			# The upstream alone, once: what neither front can exceed.
 			wrk_run "$up_port" "$up_pid" "get:/$page" $conn >>"$T/rl.up.$page.$conn"
 		done
 	done
-	section "7b. Relay throughput (wrk -t1 -c$CONNS -d${D}s GET of a static page, $ROUNDS interleaved rounds, median judged; both fronts pass to one upstream nginx; ratio agent/nginx of req/s, nginx/agent of CPU per request)"
+	section "7b. Relay throughput (wrk -t1 -c$CONNS -d${D}s GET of a static page, $ROUNDS interleaved rounds, median judged; all fronts pass to one upstream nginx; ratio agent/nginx of req/s, nginx/agent of CPU per request. nginx: one worker, proxy_pass, buffering off, the reference judged; nginx+ka: the same with kept-alive upstream connections, beside it)"
 	row "measure" "agent (relay)" "nginx (1 wkr)" "ratio" "target" ""
-	local ar a50 a99 acpu nr n50 n99 ncpu ur rt rc
+	local ar a50 a99 acpu nr n50 n99 ncpu kr k50 k99 kcpu ur rt rc
 	for page in 1k 1m; do
 		for conn in keepalive close; do
 			read -r ar a50 a99 acpu < <(med "$T/rl.agent.$page.$conn")
 			read -r nr n50 n99 ncpu < <(med "$T/rl.nginx.$page.$conn")
+			read -r kr k50 k99 kcpu < <(med "$T/rl.nginxka.$page.$conn")
 			read -r ur _ < "$T/rl.up.$page.$conn"
 			rt=$(ratio "$ar" "$nr")
 			row "$page $conn: requests/s (median)" "$ar" "$nr" "$rt" ">= 1.0" "$(yes_no ge "$rt" 1.0)"
@@ -137,6 +145,10 @@ relay_section() {
 			rc=$(ratio "$ncpu" "$acpu")
 			row "$page $conn: server CPU per request (us)" "$acpu" "$ncpu" "$rc" "" ""
 			row "$page $conn: p50 / p99 latency (us)" "$a50 / $a99" "$n50 / $n99" "" "" ""
+			row "$page $conn: nginx+ka req/s, each round; median" "" \
+				"$(rounds "$T/rl.nginxka.$page.$conn" 1); $kr" "$(ratio "$ar" "$kr")" "not judged" ""
+			row "$page $conn: nginx+ka CPU per request (us); p50 / p99 (us)" "" \
+				"$kcpu; $k50 / $k99" "$(ratio "$kcpu" "$acpu")" "" ""
 			row "$page $conn: the upstream alone (req/s)" "" "$ur" "" "not the bound" ""
 		done
 	done
@@ -164,6 +176,7 @@ relay_section() {
 			"$(yes_no ge 1.05 "$rc")"
 	done
 	stop_pid "$fr_pid"
+	stop_pid "$fk_pid"
 	stop_pid "$rl_pid"
 	stop_pid "$plain_pid"
 	stop_pid "$up_pid"

@@ -105,7 +105,12 @@ wait_for() { # wait_for SECONDS CMD...: poll every 50 ms
 # at SCHED_FIFO (BENCH_RT=1, the default as root) so that other load on the
 # machine does not preempt them mid-request: the figures are then the
 # server's, not the machine's queue. The kernel's RT throttle
-# (sched_rt_runtime_us) still leaves the rest of the machine 5 %.
+# (sched_rt_runtime_us) still leaves the rest of the machine 5 %. The
+# generator is round-robin: wrk's main thread, which ends the run, shares
+# its CPU with its worker, and under FIFO a worker that never blocks (a
+# server fast enough to keep every socket readable: the relay and the
+# upstream on the 1 MiB page) kept it from running until timeout killed
+# wrk, and the round had no figure.
 SRV=()
 GEN=()
 if [ "$(nproc)" -ge 2 ]; then
@@ -114,7 +119,7 @@ if [ "$(nproc)" -ge 2 ]; then
 fi
 if [ "${BENCH_RT:-1}" = 1 ] && [ "$(id -u)" = 0 ] && chrt -f 10 true 2>/dev/null; then
 	SRV=(chrt -f 10 "${SRV[@]}")
-	GEN=(chrt -f 10 "${GEN[@]}")
+	GEN=(chrt -r 10 "${GEN[@]}")
 fi
 
 # --- Fake Docker peers and agents ------------------------------------------

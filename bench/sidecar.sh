@@ -7,7 +7,7 @@
 #
 # 1. From Docker's health_status event (its timeNano) to the verdict file's
 #    new first line, polled every 1 ms from the host through the bind mount:
-#    BENCH_TRANSITIONS flips (default 40). Target: p99 under 100 ms. The
+#    BENCH_TRANSITIONS flips (default 100). Target: p99 under 100 ms. The
 #    reference, on the same flips: the same agent's Health answer on a unix
 #    listener in the mounted folder, which changes before the write begins;
 #    the difference is the write's own cost (fsync included).
@@ -25,7 +25,7 @@ export HEALTHD_BUILD=${1:-${HEALTHD_BUILD:-build}}
 . tests/lib/rootfs.sh
 . tests/lib/sidecar_image.sh
 
-N=${BENCH_TRANSITIONS:-40}
+N=${BENCH_TRANSITIONS:-100}
 command -v python3 >/dev/null || { echo "error: python3 is needed"; exit 2; }
 dockerd_start >/dev/null
 IMAGE=dstack-healthd:sidecar-bench
