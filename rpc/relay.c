@@ -161,6 +161,16 @@ static void link_close(struct relay *r, struct link *l)
 	r->dead = l;
 }
 
+/* Slots first..last (n of them, linked by next) back to the gate. */
+static void slots_give(struct relay *r, struct link *first, struct link *last, unsigned n)
+{
+	pthread_mutex_lock(&r->lock);
+	last->next = r->free_list;
+	r->free_list = first;
+	atomic_fetch_sub(&r->used, n);
+	pthread_mutex_unlock(&r->lock);
+}
+
 static void free_dead(struct relay *r)
 {
 	unsigned n = 0;
@@ -169,13 +179,8 @@ static void free_dead(struct relay *r)
 		last = l;
 		n++;
 	}
-	if (!n)
-		return;
-	pthread_mutex_lock(&r->lock);
-	last->next = r->free_list;
-	r->free_list = r->dead;
-	atomic_fetch_sub(&r->used, n);
-	pthread_mutex_unlock(&r->lock);
+	if (n)
+		slots_give(r, r->dead, last, n);
 	r->dead = NULL;
 }
 
@@ -467,7 +472,6 @@ void relay_stop(struct relay *r)
 	if (write(r->stop_fd, &one, sizeof(one)) == sizeof(one))
 		pthread_join(r->thread, NULL);
 	/* Links handed over and never seen are closed with the rest. */
-	r->dead = NULL;
 	relay_free(r);
 }
 
@@ -492,35 +496,29 @@ int relay_take(struct relay *r, int fd)
 		atomic_fetch_add(&r->used, 1);
 	}
 	pthread_mutex_unlock(&r->lock);
-	if (!l) {
-		atomic_fetch_add(&r->refused, 1);
-		refuse(fd, 503, "Service Unavailable", TEXT_FULL);
-		return -EBUSY;
+	int e = EBUSY;
+	if (l) {
+		/* Ready before the relay can see it: adding the fd to its
+		 * epoll set is the handover (the first line waits unread, so
+		 * the first event comes at once). */
+		l->prev = l->next = l;
+		l->end[0] = (struct end){ l, 0 };
+		l->end[1] = (struct end){ l, 1 };
+		l->fd[0] = fd;
+		l->fd[1] = -1;
+		for (int d = 0; d < 2; d++) {
+			l->pipe[d][0] = l->pipe[d][1] = -1;
+			l->held[d] = 0;
+			l->eof[d] = l->shut[d] = false;
+		}
+		l->state = LINK_NEW;
+		if (watch(r, l, 0) == 0)
+			return 0;
+		e = errno;
+		l->fd[0] = -1;
+		l->state = LINK_FREE;
+		slots_give(r, l, l, 1);
 	}
-	/* Ready before the relay can see it: adding the fd to its epoll set
-	 * is the handover (the first line waits unread, so the first event
-	 * comes at once). */
-	l->prev = l->next = l;
-	l->end[0] = (struct end){ l, 0 };
-	l->end[1] = (struct end){ l, 1 };
-	l->fd[0] = fd;
-	l->fd[1] = -1;
-	for (int d = 0; d < 2; d++) {
-		l->pipe[d][0] = l->pipe[d][1] = -1;
-		l->held[d] = 0;
-		l->eof[d] = l->shut[d] = false;
-	}
-	l->state = LINK_NEW;
-	if (watch(r, l, 0) == 0)
-		return 0;
-	int e = errno;
-	l->fd[0] = -1;
-	l->state = LINK_FREE;
-	pthread_mutex_lock(&r->lock);
-	l->next = r->free_list;
-	r->free_list = l;
-	atomic_fetch_sub(&r->used, 1);
-	pthread_mutex_unlock(&r->lock);
 	atomic_fetch_add(&r->refused, 1);
 	refuse(fd, 503, "Service Unavailable", TEXT_FULL);
 	return -e;
