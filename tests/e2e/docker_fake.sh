@@ -152,7 +152,8 @@ t0=$(now_ms)
 out=$(list demo 1000)
 dt=$(( $(now_ms) - t0 ))
 is "$out" "error: GET /_ping: timed out after 1 s" "a peer that never answers: timed out"
-ok $(( dt >= 950 && dt < 1600 ? 0 : 1 )) "the 1 s deadline held (returned after ${dt} ms)"
+# The upper bound leaves room for a loaded machine starting the helper.
+ok $(( dt >= 950 && dt < 3500 ? 0 : 1 )) "the 1 s deadline held (returned after ${dt} ms)"
 mapfile -t IR < <(inspect_routes '1\.41')
 fake "/_ping=file:$R/ping-1.41.http" "/v1\.41/containers/json\?.*=file:$R/list-1.41.http" \
 	"/v1\.41/containers/$DB/json=hang" "${IR[@]}"
@@ -160,9 +161,9 @@ t0=$(now_ms)
 out=$(list demo 1500)
 dt=$(( $(now_ms) - t0 ))
 # The figure is what the call was given: the helper's deadline (its clock
-# + 1500) less the call's own first clock read, 1499 when a millisecond
-# ticks between the two (seen once in CI under load).
-like "$out" "^error: GET /containers/4237c056497c/json: timed out after 1(499|500) ms$" "an inspect that hangs"
+# + 1500) less the call's own first clock read, less than 1500 when the
+# clock ticks between the two (1499 seen in CI under load).
+like "$out" "^error: GET /containers/4237c056497c/json: timed out after 1(4[0-9][0-9]|500) ms$" "an inspect that hangs"
 ok $(( dt >= 1400 && dt < 3500 ? 0 : 1 )) "one deadline for the whole refresh (returned after ${dt} ms)"
 
 stop_fake
