@@ -84,16 +84,18 @@ static bool reference_healthy(const char *s, size_t n, int64_t now)
 		return false;
 	if (n2 > 0 && l2[0] == '+')
 		l2++, n2--;
-	if (n2 == 0 || n2 > 20)
+	if (n2 == 0)
 		return false;
+	/* By value, as upstream's u64 parse: leading zeros are no overflow,
+	 * however many. A value past UINT64_MAX only grows. */
 	unsigned __int128 ts = 0;
 	for (size_t i = 0; i < n2; i++) {
 		if (!isdigit((unsigned char)l2[i]))
 			return false;
 		ts = ts * 10 + (unsigned)(l2[i] - '0');
+		if (ts > UINT64_MAX)
+			return false;
 	}
-	if (ts > UINT64_MAX)
-		return false;
 	__int128 d = (__int128)ts - now;
 	return d >= -STATUSFILE_MAX_AGE && d <= STATUSFILE_MAX_AGE;
 }
