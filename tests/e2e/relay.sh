@@ -7,7 +7,8 @@
 # (the 1 MiB page, a 4 MiB upload echoed, /prpc/v1/Version), kept-alive
 # Info calls share one relayed connection, a followed log stream outlives
 # header_timeout, a first line split across packets is routed on the whole
-# line both ways, a half-closing client gets its whole answer, a first line
+# line both ways, a half-closing client gets its whole answer, an answer
+# that comes with its FIN leaves in one segment with it, a first line
 # trickled forever is closed near header_timeout, a connection is routed
 # once (Health then / gets the agent's 404), the stand-in stopped gives 502
 # (logged once per outage) while Health is still answered, full relay slots
@@ -117,6 +118,12 @@ ok $? "a followed log stream flows past header_timeout ($n lines in 6 s, a line 
 out=$(python3 "$CL" "$A" halfclose /echo 300000)
 like "$out" '^status=200 body_sha256=([0-9a-f]+) body_len=300000 sent_sha256=\1$' \
 	"a client that shuts its sending side after the request still gets the whole answer"
+# The stand-in sends an answer and its FIN in one segment: the relay reads to
+# the end before it writes, so the client gets them in one too, as it does
+# from the stand-in directly (4 segments, not 3, if the FIN followed apart).
+direct=$(python3 "$CL" "$GP" segments /closing)
+is "$(python3 "$CL" "$A" segments /closing)" "$direct" \
+	"an answer that comes with its FIN is relayed in as many segments as sent ($direct)"
 
 # --- a flood of first lines that never end ----------------------------------------
 # More than the gate's 1024 slots, from 127.0.0.2, each trickling "GET /logs/a..."
@@ -133,7 +140,7 @@ ok $? "a flood of 1100 never-ending first lines: every Health poll answered ($(c
 closed=$(sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p' "$T/flood.out")
 [ "${closed:-0}" -ge 1100 ]
 ok $? "...and every flooding connection closed by the agent at least once ($(cat "$T/flood.out"))"
-is "$(relay_field total)" 8 "...and none of them relayed"
+is "$(relay_field total)" 9 "...and none of them relayed"
 
 # --- a client that stops reading, then goes -------------------------------------
 # 16 pages asked for on one connection and not read: the relay stops
@@ -156,7 +163,7 @@ ok $? "every client gone: no connection to the stand-in is left ($(upstream_conn
 wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
 ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
 is "$(relay_field open)" 0 "/status: relay open 0"
-is "$(relay_field total)" 9 "/status: relay total still counts the 9 relayed connections above"
+is "$(relay_field total)" 10 "/status: relay total still counts the 10 relayed connections above"
 
 # --- the guest agent down -------------------------------------------------------
 kill -9 "$GA_PID"

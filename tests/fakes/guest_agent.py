@@ -13,6 +13,8 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
   POST /prpc/Info?json   {"app_id":"stand-in","n":N} with keep-alive (N counts
                          the requests on this connection)
   GET  /prpc/v1/Version  {"version":"stand-in"}
+  GET  /closing          a short answer, then the connection closed: the answer
+                         and the FIN in one segment
   POST /echo             the request body back (an upload echo)
   anything else          404 "stand-in: not found"
 Every answer carries "Server: stand-in", so a test tells it from the agent.
@@ -71,8 +73,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, b'{"version":"stand-in"}', "application/json")
         elif path.startswith("/logs/"):
             self.logs()
+        elif path == "/closing":
+            self.closing()
         else:
             self.send(404, b"stand-in: not found", "text/plain")
+
+    def closing(self):
+        body = b"the answer and its end in one segment\n"
+        head = (b"HTTP/1.1 200 OK\r\nServer: stand-in\r\nContent-Length: %d\r\n"
+                b"Connection: close\r\n\r\n" % len(body))
+        # Held (MSG_MORE) until the shutdown, which sends it with the FIN.
+        self.connection.send(head + body, socket.MSG_MORE)
+        self.connection.shutdown(socket.SHUT_WR)
+        self.close_connection = True
 
     def logs(self):
         self.send_response(200)

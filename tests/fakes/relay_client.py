@@ -18,6 +18,9 @@
         on one connection; reads a first piece of the answers, prints
         "stalled", reads no more, and closes (unread bytes: a reset) when
         its standard input ends
+  relay_client.py PORT segments PATH     GET PATH (Connection: close); once the
+        whole answer and its end have arrived, prints "segs_in=N LEN" (the
+        segments this socket received, from TCP_INFO, and the body length)
   relay_client.py PORT flood N SECONDS  N connections from 127.0.0.2 that
         each send "GET /logs/" and then one byte every 0.5 s, never ending
         the line, reopened when the agent closes them, for SECONDS; prints
@@ -25,6 +28,7 @@
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
 """
 import hashlib
+import select
 import socket
 import struct
 import sys
@@ -140,6 +144,22 @@ def main():
         print("stalled", flush=True)
         sys.stdin.read()
         s.close()
+    elif what == "segments":
+        s = connect(port)
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                  % args[0].encode())
+        # The end of stream comes after the answer: once it is here, so is
+        # every segment, and none is read before they are counted.
+        p = select.poll()
+        p.register(s, select.POLLRDHUP)
+        deadline = time.monotonic() + 30
+        while not any(ev & select.POLLRDHUP for _, ev in p.poll(1000)):
+            if time.monotonic() > deadline:
+                sys.exit("segments: no end of stream within 30 s")
+        info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+        segs_in = struct.unpack_from("I", info, 140)[0]  # tcpi_segs_in
+        _, body = split_status(read_all(s))
+        print("segs_in=%d %d" % (segs_in, len(body)))
     elif what == "flood":
         flood(port, int(args[0]), float(args[1]))
     else:
