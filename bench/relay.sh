@@ -131,12 +131,12 @@ relay_section() {
 	done
 	section "7b. Relay throughput (wrk -t1 -c$CONNS -d${D}s GET of a static page, $ROUNDS interleaved rounds, median judged; all fronts pass to one upstream nginx; ratio agent/nginx of req/s, nginx/agent of CPU per request. nginx: one worker, proxy_pass, buffering off, the reference judged; nginx+ka: the same with kept-alive upstream connections, beside it)"
 	row "measure" "agent (relay)" "nginx (1 wkr)" "ratio" "target" ""
-	local ar a50 a99 acpu nr n50 n99 ncpu kr k50 k99 kcpu ur rt rc
+	local ar a50 a99 acpu aseg nr n50 n99 ncpu nseg kr k50 k99 kcpu ur rt rc
 	for page in 1k 1m; do
 		for conn in keepalive close; do
-			read -r ar a50 a99 acpu < <(med "$T/rl.agent.$page.$conn")
-			read -r nr n50 n99 ncpu < <(med "$T/rl.nginx.$page.$conn")
-			read -r kr k50 k99 kcpu < <(med "$T/rl.nginxka.$page.$conn")
+			read -r ar a50 a99 acpu aseg < <(med "$T/rl.agent.$page.$conn")
+			read -r nr n50 n99 ncpu nseg < <(med "$T/rl.nginx.$page.$conn")
+			read -r kr k50 k99 kcpu _ < <(med "$T/rl.nginxka.$page.$conn")
 			read -r ur _ < "$T/rl.up.$page.$conn"
 			rt=$(ratio "$ar" "$nr")
 			row "$page $conn: requests/s (median)" "$ar" "$nr" "$rt" ">= 1.0" "$(yes_no ge "$rt" 1.0)"
@@ -145,6 +145,8 @@ relay_section() {
 			rc=$(ratio "$ncpu" "$acpu")
 			row "$page $conn: server CPU per request (us)" "$acpu" "$ncpu" "$rc" "" ""
 			row "$page $conn: p50 / p99 latency (us)" "$a50 / $a99" "$n50 / $n99" "" "" ""
+			row "$page $conn: TCP segments per request (all parties)" "$aseg" "$nseg" \
+				"$(ratio "$nseg" "$aseg")" "" ""
 			row "$page $conn: nginx+ka req/s, each round; median" "" \
 				"$(rounds "$T/rl.nginxka.$page.$conn" 1); $kr" "$(ratio "$ar" "$kr")" "not judged" ""
 			row "$page $conn: nginx+ka CPU per request (us); p50 / p99 (us)" "" \
@@ -165,8 +167,8 @@ relay_section() {
 	row "measure" "relay set" "no relay" "ratio" "target" ""
 	local pr pcpu
 	for conn in keepalive close; do
-		read -r ar _ _ acpu < <(med "$T/rh.relay.$conn")
-		read -r pr _ _ pcpu < <(med "$T/rh.plain.$conn")
+		read -r ar _ _ acpu _ < <(med "$T/rh.relay.$conn")
+		read -r pr _ _ pcpu _ < <(med "$T/rh.plain.$conn")
 		rt=$(ratio "$ar" "$pr")
 		row "json $conn: requests/s (median)" "$ar" "$pr" "$rt" ">= 0.95" "$(yes_no ge "$rt" 0.95)"
 		row "json $conn: requests/s, each round" "$(rounds "$T/rh.relay.$conn" 1)" \

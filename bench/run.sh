@@ -231,10 +231,15 @@ cpu_ticks() {
 }
 TCK=$(getconf CLK_TCK)
 
+# TCP segments sent on this machine so far (loopback: each once), all
+# parties: what a request costs the client and the upstream too.
+tcp_out_segs() { awk '/^Tcp:/ { if (h) print $12; h = 1 }' /proc/net/snmp; }
+
 # wrk_run PORT PID json|pb|get:PATH keepalive|close: "req/s p50_us p99_us
-# cpu_us_per_request"; json and pb POST to Health, get:PATH GETs PATH
+# cpu_us_per_request tcp_segments_per_request"; json and pb POST to Health,
+# get:PATH GETs PATH
 wrk_run() {
-	local port=$1 pid=$2 mode=$3 conn=$4 url hdr=() c0 c1 script=()
+	local port=$1 pid=$2 mode=$3 conn=$4 url hdr=() c0 c1 s0 s1 script=()
 	case $mode in
 	get:*) url="http://127.0.0.1:$port${mode#get:}" ;;
 	*)
@@ -244,12 +249,14 @@ wrk_run() {
 	esac
 	[ "$conn" = close ] && hdr=(-H 'Connection: close')
 	c0=$(cpu_ticks "$pid")
+	s0=$(tcp_out_segs)
 	timeout --foreground $((D + 30)) "${GEN[@]}" wrk -t1 -c"$CONNS" -d"${D}s" --latency "${hdr[@]}" \
 		"${script[@]}" "$url" >"$T/wrk.out" 2>&1
+	s1=$(tcp_out_segs)
 	c1=$(cpu_ticks "$pid")
 	cat "$T/wrk.out" >>"$T/wrk.log"
 	grep -q '^Requests/sec:' "$T/wrk.out" || say "wrk $mode $conn on port $port gave no figure: counted as 0"
-	awk -v cpu=$(((c1 - c0) * 1000000 / TCK)) '
+	awk -v cpu=$(((c1 - c0) * 1000000 / TCK)) -v segs=$((s1 - s0)) '
 		function us(s) {
 			if (s ~ /us$/) return s + 0
 			if (s ~ /ms$/) return s * 1000
@@ -260,7 +267,8 @@ wrk_run() {
 		/^Requests\/sec:/ { rps = $2 }
 		/requests in/ { n = $1 }
 		/Non-2xx/ { bad = 1 }
-		END { if (bad) rps = 0; printf "%.0f %.0f %.0f %.1f\n", rps, p50, p99, n ? cpu / n : 0 }' "$T/wrk.out"
+		END { if (bad) rps = 0; printf "%.0f %.0f %.0f %.1f %.1f\n", rps, p50, p99,
+			n ? cpu / n : 0, n ? segs / n : 0 }' "$T/wrk.out"
 }
 
 # med FILE: the median round by requests/s (the lower middle of an even count)
@@ -371,8 +379,8 @@ section "1. Health throughput and latency (wrk -t1 -c$CONNS -d${D}s, $ROUNDS int
 row "measure" "agent" "nginx (1 wkr)" "ratio" "target" ""
 for mode in json pb; do
 	for conn in keepalive close; do
-		read -r ar a50 a99 acpu < <(med "$T/tp.agent.$mode.$conn")
-		read -r nr n50 n99 ncpu < <(med "$T/tp.nginx.$mode.$conn")
+		read -r ar a50 a99 acpu _ < <(med "$T/tp.agent.$mode.$conn")
+		read -r nr n50 n99 ncpu _ < <(med "$T/tp.nginx.$mode.$conn")
 		rt=$(ratio "$ar" "$nr")
 		row "$mode $conn: requests/s (median)" "$ar" "$nr" "$rt" ">= 1.0" "$(yes_no ge "$rt" 1.0)"
 		row "$mode $conn: requests/s, each round" "$(rounds "$T/tp.agent.$mode.$conn" 1)" \
@@ -385,7 +393,7 @@ for mode in json pb; do
 			"$(rounds "$T/tp.nginx.$mode.$conn" 4)" "" "" ""
 		row "$mode $conn: p50 / p99 latency (us)" "$a50 / $a99" "$n50 / $n99" "" "" ""
 		if [ -n "$BASE" ]; then
-			read -r br _ _ bcpu < <(med "$T/tp.base.$mode.$conn")
+			read -r br _ _ bcpu _ < <(med "$T/tp.base.$mode.$conn")
 			row "$mode $conn: baseline build req/s; CPU/req (us)" "$ar; $acpu" "$br; $bcpu" \
 				"$(ratio "$ar" "$br")" ">= 0.95 (this/base)" "$(yes_no ge "$(ratio "$ar" "$br")" 0.95)"
 			row "$mode $conn: baseline req/s, each round" "" "$(rounds "$T/tp.base.$mode.$conn" 1)" "" "" ""
