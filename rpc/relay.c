@@ -254,6 +254,16 @@ static int pump(struct relay *r, struct link *l, int d, bool fin)
 			l->eof[d] = true;
 		} else if (n < 0 && errno == EAGAIN && fin && l->held[d]) {
 			full = true;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR && l->held[d]) {
+			/* A reset after bytes read ahead (only a read with the
+			 * end in sight holds bytes): they go on as far as the
+			 * other side takes them now, as they would have gone
+			 * before the read that found the reset. */
+			e = -errno;
+			while (l->held[d] && (n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->held[d],
+							 SPLICE_F_MOVE | SPLICE_F_NONBLOCK)) > 0)
+				l->held[d] -= (size_t)n;
+			break;
 		} else if (n < 0) {
 			e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
 			break;

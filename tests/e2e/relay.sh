@@ -124,6 +124,19 @@ like "$out" '^status=200 body_sha256=([0-9a-f]+) body_len=300000 sent_sha256=\1$
 direct=$(python3 "$CL" "$GP" segments /closing)
 is "$(python3 "$CL" "$A" segments /closing)" "$direct" \
 	"an answer that comes with its FIN is relayed in as many segments as sent ($direct)"
+# An answer followed at once by a reset, both there when the relay wakes
+# (the agent stopped meanwhile): the answer still reaches the client.
+curl -s --max-time 60 "http://127.0.0.1:$A/reset?$T/rst" >"$T/rst.out" &
+RST=$!
+PIDS+=($RST)
+wait_for 30 test -e "$T/rst.got"
+kill -STOP "$A_PID"
+touch "$T/rst.go"
+wait_for 30 test -e "$T/rst.sent"
+kill -CONT "$A_PID"
+wait "$RST"
+is "$(cat "$T/rst.out")" "the answer before a reset" \
+	"an answer and a reset arriving together: the answer is relayed before the link closes"
 
 # --- a flood of first lines that never end ----------------------------------------
 # More than the gate's 1024 slots, from 127.0.0.2, each trickling "GET /logs/a..."
@@ -140,7 +153,7 @@ ok $? "a flood of 1100 never-ending first lines: every Health poll answered ($(c
 closed=$(sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p' "$T/flood.out")
 [ "${closed:-0}" -ge 1100 ]
 ok $? "...and every flooding connection closed by the agent at least once ($(cat "$T/flood.out"))"
-is "$(relay_field total)" 9 "...and none of them relayed"
+is "$(relay_field total)" 10 "...and none of them relayed"
 
 # --- a client that stops reading, then goes -------------------------------------
 # 16 pages asked for on one connection and not read: the relay stops
@@ -163,7 +176,7 @@ ok $? "every client gone: no connection to the stand-in is left ($(upstream_conn
 wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
 ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
 is "$(relay_field open)" 0 "/status: relay open 0"
-is "$(relay_field total)" 10 "/status: relay total still counts the 10 relayed connections above"
+is "$(relay_field total)" 11 "/status: relay total still counts the 11 relayed connections above"
 
 # --- the guest agent down -------------------------------------------------------
 kill -9 "$GA_PID"

@@ -15,6 +15,10 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
   GET  /prpc/v1/Version  {"version":"stand-in"}
   GET  /closing          a short answer, then the connection closed: the answer
                          and the FIN in one segment
+  GET  /reset?F          a short answer, then the connection reset (SO_LINGER 0);
+                         it writes F.got when the request is in, answers once F.go
+                         exists, and writes F.sent after the reset (a test holds the
+                         agent still meanwhile, so both arrive in one event)
   POST /echo             the request body back (an upload echo)
   anything else          404 "stand-in: not found"
 Every answer carries "Server: stand-in", so a test tells it from the agent.
@@ -26,6 +30,7 @@ import http.server
 import os
 import socket
 import socketserver
+import struct
 import sys
 import time
 
@@ -75,6 +80,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.logs()
         elif path == "/closing":
             self.closing()
+        elif path == "/reset":
+            self.reset()
         else:
             self.send(404, b"stand-in: not found", "text/plain")
 
@@ -86,6 +93,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.connection.send(head + body, socket.MSG_MORE)
         self.connection.shutdown(socket.SHUT_WR)
         self.close_connection = True
+
+    def reset(self):
+        flag = self.path.partition("?")[2]
+        if flag:
+            open(flag + ".got", "w").close()
+            end = time.monotonic() + 30
+            while not os.path.exists(flag + ".go") and time.monotonic() < end:
+                time.sleep(0.01)
+        body = b"the answer before a reset\n"
+        self.connection.sendall(b"HTTP/1.1 200 OK\r\nServer: stand-in\r\nContent-Length: %d\r\n"
+                                b"Connection: close\r\n\r\n%s" % (len(body), body))
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+        if flag:
+            open(flag + ".sent", "w").close()
 
     def logs(self):
         self.send_response(200)
