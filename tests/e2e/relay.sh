@@ -8,7 +8,8 @@
 # Info calls share one relayed connection, a followed log stream outlives
 # header_timeout, a first line split across packets is routed on the whole
 # line both ways, a half-closing client gets its whole answer, an answer
-# that comes with its FIN leaves in one segment with it, a first line
+# that comes with its FIN leaves in one segment with it, an answer that
+# comes with a reset is still relayed, a first line
 # trickled forever is closed near header_timeout, a connection is routed
 # once (Health then / gets the agent's 404), the stand-in stopped gives 502
 # (logged once per outage) while Health is still answered, full relay slots
