@@ -66,7 +66,7 @@ mem_peak_start() {
 }
 mem_peak_stop() {
 	kill -TERM "$SAMPLER" 2>/dev/null
-	wait "$SAMPLER" 2>/dev/null
+	reap 10 "$SAMPLER" 2>/dev/null
 	PEAK=$(cat "$T/peak" 2>/dev/null)
 }
 diag "agent on 127.0.0.1:$PORT, RssAnon $(kb RssAnon) KiB at start; bound ${RSS_MAX_KB:-none in this build} KiB"
@@ -78,16 +78,18 @@ ips() { # ips N: 127.0.0.2 ... 127.0.0.(N+1)
 }
 
 ROWS=()
+# Every wait is bounded: a client or poller that hangs is named, killed and
+# failed (through an empty summary), not left to the runner's limit.
 attack() { # attack LABEL ATTACK SOURCES CONNS
-	local label=$1 kind=$2 sources=$3 conns=$4 pp res summary polls okp p50 p99 max
+	local label=$1 kind=$2 sources=$3 conns=$4 pp res summary polls okp p50 p99 max t0=$SECONDS
 	mem_peak_start
 	python3 "$POLL" --tcp "127.0.0.1:$PORT" --duration $((ATTACK_S + 1)) --gap 200 --timeout 2 \
 		--out "$T/$label.polls" >"$T/$label.sum" &
 	pp=$!
 	PIDS+=($pp)
-	res=$(timeout $((ATTACK_S + 30)) python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack "$kind" \
+	res=$(timeout -k 5 $((ATTACK_S + 30)) python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack "$kind" \
 		--duration "$ATTACK_S" --sources "$sources" --conns "$conns")
-	wait "$pp"
+	reap 30 "$pp"
 	mem_peak_stop
 	summary=$(cat "$T/$label.sum")
 	polls=$(sed -n 's/.*polls=\([0-9]*\).*/\1/p' <<<"$summary")
@@ -96,17 +98,18 @@ attack() { # attack LABEL ATTACK SOURCES CONNS
 	p99=$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$summary")
 	max=$(sed -n 's/.* max=\([0-9.]*\).*/\1/p' <<<"$summary")
 	ok $([ -n "$polls" ] && [ "$polls" -gt 0 ] && [ "$okp" = "$polls" ]; echo $?) \
-		"$label: every gateway poll answered ($okp/$polls, p50 ${p50} ms, p99 ${p99} ms, max ${max} ms)"
+		"$label: every gateway poll answered (${okp:-?}/${polls:-?}, p50 ${p50:-?} ms, p99 ${p99:-?} ms, max ${max:-?} ms)"
 	if [ "$okp" != "$polls" ]; then
 		grep -v ' 200 ' "$T/$label.polls" | head -n 3 | sed 's/^/#   /'
 	fi
 	if [ -n "$RSS_MAX_KB" ]; then
-		ok $([ "${PEAK:-0}" -lt "$RSS_MAX_KB" ]; echo $?) "$label: peak RssAnon ${PEAK} KiB < ${RSS_MAX_KB} KiB"
+		ok $([ -n "$PEAK" ] && [ "$PEAK" -lt "$RSS_MAX_KB" ]; echo $?) \
+			"$label: peak RssAnon ${PEAK:-?} KiB < ${RSS_MAX_KB} KiB"
 	else
 		diag "$label: peak RssAnon ${PEAK} KiB (not judged in this build)"
 	fi
 	ok $(kill -0 "$AGENT" 2>/dev/null; echo $?) "$label: the agent is still running"
-	diag "$label: $res"
+	diag "$label ($((SECONDS - t0)) s): $res"
 	ROWS+=("$(printf '%-24s | %5s/%-5s | %6s ms | %6s ms | %6s ms | %6s KiB | %s' "$label" "$okp" \
 		"$polls" "$p50" "$p99" "$max" "$PEAK" "$res")")
 	LAST=$res
@@ -129,7 +132,7 @@ attack garbage-pipelined      garbage   "$(ips 2)" 1
 # trickles: from the accept, and from the end of the previous answer on a
 # kept-alive connection. 1 byte per 100 ms would take a minute; the upper
 # bound leaves a loaded machine room and still tells that.
-res=$(timeout 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack deadline --sources 127.0.0.2)
+res=$(timeout -k 5 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack deadline --sources 127.0.0.2)
 fresh=$(sed -n 's/.*fresh_ms=\([0-9-]*\).*/\1/p' <<<"$res")
 ka=$(sed -n 's/.*keepalive_ms=\([0-9-]*\).*/\1/p' <<<"$res")
 ok $([ "${fresh:-0}" -ge 1900 ] && [ "${fresh:-0}" -le 5000 ]; echo $?) \
@@ -138,12 +141,12 @@ ok $([ "${ka:-0}" -ge 1900 ] && [ "${ka:-0}" -le 5000 ]; echo $?) \
 	"on a kept-alive connection, at header_timeout after the previous answer (${ka:-?} ms)"
 # The issue's request line of binary garbage: answered or closed at once,
 # not held until a timeout (header_timeout, 2 s).
-res=$(timeout 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack nul --sources 127.0.0.2)
+res=$(timeout -k 5 30 python3 "$ABUSE" --target "127.0.0.1:$PORT" --attack nul --sources 127.0.0.2)
 nul=$(sed -n 's/.*nul_ms=\([0-9]*\).*/\1/p' <<<"$res")
 ok $([ -n "$nul" ] && [ "$nul" -lt 1500 ]; echo $?) "binary garbage is closed at once (${nul:-?} ms, < 1500)"
 
 kill -TERM "$AGENT"
-wait "$AGENT"
+reap 60 "$AGENT"
 is "$?" 0 "SIGTERM after the attacks: exit 0"
 diag "attack                   | polls ok    | p50       | p99       | max       | RssAnon    | attacker's view"
 for r in "${ROWS[@]}"; do diag "$r"; done
