@@ -70,10 +70,9 @@ AGENT=$!
 PIDS+=($AGENT)
 wait_for 30 test -S "$T/a.sock" && wait_for 30 test -s "$T/asked"
 ok $? "agent: serving, its first refresh waiting on the name server"
-gone() { ! kill -0 "$AGENT" 2>/dev/null || grep -q '^State:.*Z' "/proc/$AGENT/status" 2>/dev/null; }
 t0=$(now_ms)
 kill -TERM "$AGENT"
-wait_for 30 gone
+wait_for 30 pid_gone "$AGENT"
 dt=$(($(now_ms) - t0))
 wait "$AGENT"
 rc=$?

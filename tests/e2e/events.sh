@@ -117,7 +117,7 @@ is "$(healthd_query ev)" "$want" "agent: hoth_web_1 turned unhealthy, $(($(dh_no
 # --- stopping with the stream open -------------------------------------------------
 t0=$(dh_now_ms)
 kill -TERM "$HD_PID_ev"
-wait_for 20 dh_gone "$HD_PID_ev"
+wait_for 20 pid_gone "$HD_PID_ev"
 ms=$(($(dh_now_ms) - t0))
 [ "$ms" -lt 5000 ]
 ok $? "agent: stopped ${ms} ms after SIGTERM with the events stream open (< 5000)"
@@ -168,7 +168,7 @@ wait_for 30 grep -q 'Docker events: GET /events: timed out' "$LOG"
 ok $? "hung stream: given up after the refresh timeout, and said so"
 t0=$(dh_now_ms)
 kill -TERM "$HD_PID_hung"
-wait_for 20 dh_gone "$HD_PID_hung"
+wait_for 20 pid_gone "$HD_PID_hung"
 ms=$(($(dh_now_ms) - t0))
 [ "$ms" -lt 5000 ]
 ok $? "hung stream: stopped ${ms} ms after SIGTERM (< 5000)"

@@ -19,12 +19,11 @@ command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
 . tests/lib/scratch.sh
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 track() { PIDS+=("$1"); }
-gone() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*[ZX]' "/proc/$1/status" 2>/dev/null; }
 # stop PID: TERM, then KILL after 10 s; only our own live background jobs.
 stop() {
 	jobs -p | grep -qx -- "$1" || { wait "$1" 2>/dev/null; return 0; }
 	kill -TERM "$1" 2>/dev/null
-	wait_for 30 gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait_for 30 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 	return 0
 }
@@ -65,7 +64,7 @@ term_and_time() {
 	local t0
 	t0=$(now_ms)
 	kill -TERM "$1"
-	if wait_for 20 gone "$1"; then ELAPSED=$(( $(now_ms) - t0 )); else ELAPSED=timeout; fi
+	if wait_for 20 pid_gone "$1"; then ELAPSED=$(( $(now_ms) - t0 )); else ELAPSED=timeout; fi
 	wait "$1"
 	EXIT_STATUS=$?
 }

@@ -40,22 +40,12 @@ dh_child() {
 dh_kill() {
 	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; }
 	kill -TERM "$1" 2>/dev/null
-	if ! wait_for 30 dh_gone "$1"; then
+	if ! wait_for 30 pid_gone "$1"; then
 		diag "pid $1 ignored SIGTERM for 10 s, killing it"
 		kill -KILL "$1" 2>/dev/null
 	fi
 	wait "$1" 2>/dev/null
 	return 0
-}
-
-# A zombie child still answers kill -0; a process that is gone or a zombie
-# counts as gone.
-dh_gone() {
-	[ -e "/proc/$1" ] || return 0
-	case "$(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null)" in
-	Z | X | "") return 0 ;;
-	esac
-	return 1
 }
 
 dh_ping() {
@@ -97,7 +87,7 @@ dockerd_launch() {
 	return 0
 }
 
-dh_ping_or_dead() { dh_ping || dh_gone "$DH_DOCKERD_PID"; }
+dh_ping_or_dead() { dh_ping || pid_gone "$DH_DOCKERD_PID"; }
 
 # dockerd_halt: stop the daemon only (containers and data stay), by its pid.
 # A test may have left it SIGSTOPped.
@@ -111,7 +101,7 @@ dockerd_halt() {
 # dockerd_wait_exit: after a TERM was sent, wait up to 30 s, then KILL.
 dockerd_wait_exit() {
 	[ -n "$DH_DOCKERD_PID" ] || return 0
-	if ! wait_for 30 dh_gone "$DH_DOCKERD_PID"; then
+	if ! wait_for 30 pid_gone "$DH_DOCKERD_PID"; then
 		diag "dockerd ignored SIGTERM for 30 s, killing it"
 		kill -KILL "$DH_DOCKERD_PID" 2>/dev/null
 	fi

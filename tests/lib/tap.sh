@@ -80,7 +80,7 @@ wait_for() {
 # returned: a test that waited on it would otherwise hang until its runner's
 # limit, and say nothing of what it waited on.
 reap() {
-	if ! wait_for "$1" _reap_gone "$2"; then
+	if ! wait_for "$1" pid_gone "$2"; then
 		diag "pid $2 still running after $1 s: $(tr '\0' ' ' <"/proc/$2/cmdline" 2>/dev/null)" \
 			"state $(sed -n 's/^State:[[:space:]]*//p' "/proc/$2/status" 2>/dev/null)," \
 			"waiting in $(cat "/proc/$2/wchan" 2>/dev/null)"
@@ -90,6 +90,6 @@ reap() {
 	fi
 	wait "$2"
 }
-# A zombie child still answers kill -0; a process that is gone or a zombie
-# has ended.
-_reap_gone() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*[ZX]' "/proc/$1/status" 2>/dev/null; }
+# pid_gone PID: a zombie child still answers kill -0; a process that is gone
+# or a zombie has ended.
+pid_gone() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*[ZX]' "/proc/$1/status" 2>/dev/null; }
