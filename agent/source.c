@@ -16,6 +16,7 @@
 #include "runtime/docker.h"
 #include "runtime/nerdctl.h"
 #include "runtime/runtimefile.h"
+#include "runtime/stops.h"
 #include "statusfile/statusfile.h"
 
 /* healthy:false, no entries, the manifest's error. */
@@ -159,12 +160,19 @@ int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
 	return ri->project ? 1 : errbuf_set(err, ENOMEM, "out of memory");
 }
 
+static bool kill_noted(void *stops, const char *id)
+{
+	return stops_has(stops, id);
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
-			    int cancel_fd, struct verdict *out, struct source_detail *d,
-			    struct errbuf *err)
+			    int cancel_fd, struct source_memory *mem, struct verdict *out,
+			    struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
+	struct stops *stops = mem && source_kind(app) == SOURCE_DOCKER ? mem->stops : NULL;
+	uint64_t mark = stops ? stops_mark(stops) : 0;
 	int r;
 	if (source_kind(app) == SOURCE_NERDCTL) {
 		struct nerdctl_opts o = { .path = cfg->nerdctl,
@@ -174,6 +182,10 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	} else {
 		struct docker_opts o;
 		source_docker_opts(cfg, cancel_fd, &o);
+		if (stops) {
+			o.must_inspect = kill_noted;
+			o.must_inspect_arg = stops;
+		}
 		r = docker_list(&o, ri->project, self_id, deadline, &l, err);
 	}
 	/* What the runtime clients leave untagged is their parsing of an
@@ -181,6 +193,8 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
 	for (size_t i = 0; r >= 0 && self_id && i < l.n; i++)
 		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
+	if (r >= 0 && stops)
+		stops_apply(stops, &l, mark);
 	if (r >= 0)
 		r = containers_judge(&l, out);
 	if (r >= 0 && d) {
@@ -236,6 +250,13 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err)
 {
+	return source_refresh_mem(cfg, m, deadline, cancel_fd, NULL, out, d, err);
+}
+
+int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
+		       int cancel_fd, struct source_memory *mem, struct verdict *out,
+		       struct source_detail *d, struct errbuf *err)
+{
 	struct statusfile_info sfi;
 	if (d)
 		memset(d, 0, sizeof(*d));
@@ -271,7 +292,7 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, out, d, err);
+	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, mem, out, d, err);
 	runtime_info_free(&ri);
 	return r;
 }

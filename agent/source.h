@@ -55,6 +55,15 @@ void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_o
 int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
 		   int cancel_fd, struct verdict *out, struct errbuf *err);
 
+struct stops;
+/* What the refresh loop keeps between its refreshes and hears from the events
+ * watcher (issue 29); owned by the refresher. */
+struct source_memory {
+	/* The kills Docker's events reported (shared with the watcher, which
+	 * notes them); NULL: none (--once, a source that is not Docker). */
+	struct stops *stops;
+};
+
 /* What a refresh saw, beyond the verdict, for the operator's view. */
 struct source_detail {
 	struct container_list containers; /* the project's, judged or not */
@@ -70,6 +79,10 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err);
 void source_detail_free(struct source_detail *d);
+/* source_refresh_detail, with what the loop remembers (mem, or NULL). */
+int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
+		       int cancel_fd, struct source_memory *mem, struct verdict *out,
+		       struct source_detail *d, struct errbuf *err);
 
 /* The verdict served before the first refresh completes (or, with an unusable
  * app-compose.json, its error). -ENOMEM. */

@@ -35,6 +35,7 @@ void container_free(struct container *c)
 	free(c->probe_output);
 	free(c->service);
 	free(c->project);
+	free(c->stop_signal);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -68,6 +68,10 @@ static int judge_one(const struct container *c, struct verdict *out)
 		err_clean(state, sizeof(state), s, ERR_SHOWN_BYTES);
 		return verdict_add(out, name, "%s (last health check: %s)", state, health);
 	}
+	/* Told to stop: Docker keeps the last health for the whole grace
+	 * period, and the app may already refuse work (issue 29). */
+	if (c->stopping)
+		return verdict_add(out, name, "stopping (last health check: %s)", health);
 	if (!has_health_result(c))
 		return verdict_add(out, name, "starting (no health check has run yet)");
 	if (health_predates_start(c))
