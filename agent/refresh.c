@@ -380,6 +380,7 @@ static void refresher_discard(struct refresher *rf)
 		return;
 	verdict_free(&rf->st.current);
 	stops_free(rf->mem.stops);
+	gap_free(&rf->mem.gap);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -481,6 +482,7 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	pthread_join(rf->thread, NULL);
 	watch_join(rf->watcher);
 	stops_free(rf->mem.stops);
+	gap_free(&rf->mem.gap);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
@@ -197,6 +198,8 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 		stops_apply(stops, &l, mark);
 	if (r >= 0)
 		r = containers_judge(&l, out);
+	if (r >= 0 && mem)
+		r = gap_judge(&mem->gap, ri->project, &l, clock_mono_ms(), cfg->service_gap_ms, out);
 	if (r >= 0 && d) {
 		d->containers = l;
 		d->have_containers = true;

@@ -13,6 +13,7 @@
 #include "base/verdict.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
+#include "runtime/gap.h"
 #include "statusfile/statusfile.h"
 
 /* Where a usable app-compose.json says its health comes from. Decided here
@@ -62,6 +63,9 @@ struct source_memory {
 	/* The kills Docker's events reported (shared with the watcher, which
 	 * notes them); NULL: none (--once, a source that is not Docker). */
 	struct stops *stops;
+	/* The Compose services seen, for the gap of a recreate (the loop
+	 * thread's alone). */
+	struct gap gap;
 };
 
 /* What a refresh saw, beyond the verdict, for the operator's view. */

@@ -6,7 +6,9 @@
 # whose process ignores SIGTERM: Docker says "running healthy" for 8 s, the
 # agent "stopping" within a fraction of a second (the time is printed); a
 # `docker kill -s HUP` (a reload) is not a stop; a Compose recreate is never
-# healthy from its first kill until the new container is.
+# healthy from its first kill until the new container is; a service without
+# a container (removed, about to be created again) holds the app unhealthy
+# for at most --service-gap, then is forgotten.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh
@@ -26,6 +28,10 @@ wait_for 30 log_has "Docker events: following project stop"
 ok $? "agent: follows the events of project stop"
 wait_for 30 healthd_query_is ev "$HEALTHD_OK"
 is "$(healthd_query ev)" "$HEALTHD_OK" "agent: healthy"
+# A second agent for the gap of a recreate, with a short bound and timer.
+healthd_start gap "$DH_T/rt.json" --interval 1 --service-gap 5 --log-level debug
+wait_for 30 healthd_query_is gap "$HEALTHD_OK"
+is "$(healthd_query gap)" "$HEALTHD_OK" "gap agent (--service-gap 5 --interval 1): healthy"
 
 # --- docker stop: stopping on the kill event, long before the container dies ---
 STOPPING=$(healthd_expect false stop_web_1 "stopping (last health check: healthy)")
@@ -69,6 +75,58 @@ wait_for 30 more_refreshes "$n0"
 ok $? "agent: refreshed after it"
 is "$(healthd_query ev)" "$HEALTHD_OK" "agent: still healthy (SIGHUP is not web's stop signal)"
 is "$(dh_state stop_web_1)" "running healthy" "runtime: web still running healthy"
+
+# --- a Compose recreate: never healthy from its first kill until the new one is ---
+# Compose 1.29 stops the old container, renames it, creates and starts the
+# new one, then removes the old: each step is judged (stopping, exited,
+# created, starting); the journal's verdict changes show the sequence.
+verdict_lines() { grep -c ": verdict: $1" "$LOG"; }
+old_id=$("$DH_DOCKER" inspect -f '{{.Id}}' stop_web_1)
+h0=$(verdict_lines healthy) u0=$(verdict_lines unhealthy)
+dh_compose stop stopping.yml up -d --force-recreate -t 2 web >"$DH_T/recreate.log" 2>&1
+ok $? "docker-compose up -d --force-recreate -t 2 web"
+dh_expect_state 30 stop_web_1 "running healthy"
+new_id=$("$DH_DOCKER" inspect -f '{{.Id}}' stop_web_1)
+[ -n "$new_id" ] && [ "$new_id" != "$old_id" ]
+ok $? "runtime: stop_web_1 is a new container"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
+is "$(healthd_query ev)" "$HEALTHD_OK" "agent: healthy once the new container is"
+is "$(($(verdict_lines healthy) - h0))" 1 "agent: healthy said once, at the end, not in between"
+first=$(grep ": verdict: unhealthy" "$LOG" | sed -n "$((u0 + 1))p")
+like "$first" 'verdict: unhealthy: stop_web_1: stopping \(' "agent: the recreate's first verdict was stopping (the kill)"
+diag "the recreate's verdicts: $(grep -E ': verdict: ' "$LOG" | tail -n +$((h0 + u0 + 1)) |
+	sed 's/.*verdict: //' | tr '\n' '/')"
+
+# --- a service without a container: held until one is back, then judged ---
+GAPPED=$(healthd_expect false "<service:web>" \
+	"no container (being recreated, or removed: unhealthy for at most 5 s)")
+GLOG=$DH_T/hd-gap.log
+g0=$(grep -c ': verdict: healthy$' "$GLOG")
+"$DH_DOCKER" rm -f stop_web_1 >/dev/null
+ok $? "docker rm -f stop_web_1"
+wait_for 30 healthd_query_is gap "$GAPPED"
+is "$(healthd_query gap)" "$GAPPED" "gap agent: <service:web> while web has no container, api healthy"
+dh_compose stop stopping.yml up -d web >"$DH_T/up-web.log" 2>&1
+ok $? "docker-compose up -d web: a new container"
+dh_expect_state 30 stop_web_1 "running healthy"
+wait_for 30 healthd_query_is gap "$HEALTHD_OK"
+is "$(healthd_query gap)" "$HEALTHD_OK" "gap agent: healthy once the new container is"
+is "$(($(grep -c ': verdict: healthy$' "$GLOG") - g0))" 1 \
+	"gap agent: healthy said once, at the end, not in between"
+
+# --- a service removed for good: held for the bound, then forgotten ---
+t0=$(dh_now_ms)
+"$DH_DOCKER" rm -f stop_web_1 >/dev/null
+ok $? "docker rm -f stop_web_1, for good"
+wait_for 30 healthd_query_is gap "$GAPPED"
+is "$(healthd_query gap)" "$GAPPED" "gap agent: <service:web> after its removal"
+wait_for 30 healthd_query_is gap "$HEALTHD_OK"
+ms=$(($(dh_now_ms) - t0))
+is "$(healthd_query gap)" "$HEALTHD_OK" "gap agent: healthy again after the bound"
+# The bound counts from the last refresh that saw web, at most an interval
+# (1 s) before the removal began; it is seen at the first refresh past it.
+[ "$ms" -ge 4000 ] && [ "$ms" -lt 15000 ]
+ok $? "gap agent: held ${ms} ms (the 5 s bound, give or take the 1 s interval)"
 
 healthd_sanitizer_clean
 ok $? "agent: no sanitizer report"

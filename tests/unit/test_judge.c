@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/container.h"
+#include "tests/lib/entries.h"
 #include "tests/lib/tap.h"
 
 #define MAXC 5
@@ -168,16 +169,6 @@ static const struct jcase cases[] = {
 	  { RUN("we\nb", "bad\x1b[0m") }, 1, "we?b=bad?[0m" },
 };
 
-/* Renders a verdict's entries as "name=status|..." for comparison. */
-static void render(const struct verdict *v, char *buf, size_t n)
-{
-	size_t off = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < v->n_entries && off < n; i++)
-		off += (size_t)snprintf(buf + off, n - off, "%s%s=%s", i ? "|" : "",
-					v->entries[i].name, v->entries[i].status);
-}
-
 static void test_cases(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -189,7 +180,7 @@ static void test_cases(void)
 		v.healthy = !tc->want[0] ? false : true; /* must be overwritten */
 		int r = containers_judge(&l, &v);
 		is_int(r, 0, "%s: judged", tc->what);
-		render(&v, got, sizeof(got));
+		entries_render(&v, got, sizeof(got));
 		is_str(got, tc->want, "%s: entries", tc->what);
 		is_int(v.healthy, !tc->want[0], "%s: healthy iff no entries", tc->what);
 		ok(v.error == NULL, "%s: no error", tc->what);
