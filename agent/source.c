@@ -166,6 +166,22 @@ static bool kill_noted(void *stops, const char *id)
 	return stops_has(stops, id);
 }
 
+/* The app's current start, for a status file (issue 29): the runtime file's
+ * mtime, which the guest rewrites each time it starts Compose (runtimefile.h
+ * cites where); with none (runner bash writes none, or it cannot be read),
+ * the boot, before which no app of this boot started. Only a start the agent
+ * can confirm is used: nothing is guessed. */
+static int64_t app_start(const struct config *cfg, const char **from)
+{
+	int64_t mtime = 0, boot = clock_boot_real_s();
+	if (runtimefile_mtime(cfg->runtime_file, &mtime) == 0 && mtime > boot) {
+		*from = "runtime file";
+		return mtime;
+	}
+	*from = "boot";
+	return boot;
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
 			    int cancel_fd, struct source_memory *mem, struct verdict *out,
@@ -273,7 +289,12 @@ int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t dea
 	}
 	if (k == SOURCE_STATUS_FILE) {
 		/* Never a failed refresh: whatever is at the path is judged. */
-		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi);
+		const char *from = NULL;
+		int64_t start = app_start(cfg, &from);
+		int r = statusfile_judge_since(app->health_status_file, time(NULL), start, out,
+					       &sfi);
+		sfi.start = start;
+		snprintf(sfi.start_from, sizeof(sfi.start_from), "%s", from);
 		if (d) {
 			d->statusfile = sfi;
 			d->have_statusfile = true;
