@@ -16,7 +16,8 @@
  * comes between. `docker kill -s SIG` logs "kill" with that signal only, and
  * is a stop only when SIG is the container's stop signal or SIGKILL (that is
  * also when Docker itself stops restarting it). `docker restart` adds "start"
- * and "restart"; a restart policy brings a dead container back with "start".
+ * and "restart"; a restart policy brings a container that exited by itself
+ * back with "die" then "start" (daemon/monitor.go), never one sent a kill.
  * Compose recreates with kill, die, stop, then "destroy" of the old one. The
  * attributes also carry the container's labels, which overwrite Docker's own
  * (daemon/events.go copyAttributes): a label named "signal" changes what a
