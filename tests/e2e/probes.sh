@@ -213,6 +213,20 @@ is "$healthy_n" 0 "crash: never judged healthy while it restarts"
 wait_for 30 healthd_query_is a "$HEALTHD_OK"
 is "$(healthd_query a)" "$HEALTHD_OK" "back to healthy; the agent still answers"
 
+# A reload that keeps the source keeps every probe's record: no flip back to
+# "starting" (the verdict does not change), as the failure count is kept.
+metric() { curl -s --max-time 3 --unix-socket "$CTL" http://x/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+refreshes() { curl -s --max-time 3 --unix-socket "$CTL" http://x/metrics |
+	awk '/^dstack_healthd_refreshes_total/ { n += $2 } END { print n + 0 }'; }
+more_refreshes() { [ "$(refreshes)" -ge "$1" ]; }
+changes=$(metric dstack_healthd_verdict_changes_total)
+"$HEALTHD_BIN" reload --control-socket "$CTL" >/dev/null 2>&1
+ok $? "dstack-healthd reload"
+wait_for 30 more_refreshes $(( $(refreshes) + 3 ))
+is "$(metric dstack_healthd_verdict_changes_total)" "$changes" \
+	"a reload keeps the probes' records: the verdict never went back to starting"
+is "$(healthd_query a)" "$HEALTHD_OK" "healthy after the reload"
+
 # --- operator's view and metrics -------------------------------------------
 out=$("$HEALTHD_BIN" status --control-socket "$CTL")
 like "$out" "agent probe http://$ip:8080/healthz\\?x=1: healthy, last passed \\(HTTP status 200\\)" \
