@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/verdict.h"
+#include "runtime/probe.h"
 
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
@@ -46,6 +47,15 @@ struct container {
 	int64_t probe_exit_code;
 	char *probe_output; /* as the runtime kept it; NULL when none */
 	int64_t failing_streak;
+	/* Probes run by the agent (issue 27): the dstack.healthd.* labels as
+	 * the runtime printed them, the container's own addresses, and the
+	 * probe itself (NULL without a probe label), which the refresh fills
+	 * from the prober before judging. */
+	struct probe_labels probe_labels;
+	char *optional_label; /* dstack.healthd.optional; NULL when absent */
+	char *network_mode;   /* HostConfig.NetworkMode (Docker only) */
+	char *ip;             /* IPv4 on its networks (the first by name) */
+	struct container_probe *probe;
 };
 
 struct container_list {
