@@ -20,6 +20,7 @@
 #include "base/verdictfile.h"
 #include "runtime/stops.h"
 #include "rpc/encode.h"
+#include "runtime/prober.h"
 
 struct refresher {
 	const struct config *cfg;
@@ -43,6 +44,7 @@ struct refresher {
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
 	bool write_pending; /* a drain or resume: write the verdict file */
+	bool probe_kicked; /* a probe's record changed: refresh at once */
 	struct opview_vfile own_vfile; /* when there is no view */
 	int last_r; /* the source's result the last refresh_publish counted */
 };
@@ -152,6 +154,37 @@ static void publish(struct refresher *rf, const struct verdict *v)
 
 static void kick(void *rf);
 
+/* A probe's record changed (issue 27): refreshed as soon as the probes'
+ * spacing allows, not the events' min_refresh_spacing. The prober asks
+ * only when a record's public words change, at most once per probe. */
+#define PROBE_KICK_SPACING_MS 20
+static void probe_kick(void *arg)
+{
+	struct refresher *rf = arg;
+	pthread_mutex_lock(&rf->lock);
+	rf->kicked = true;
+	rf->probe_kicked = true;
+	pthread_cond_signal(&rf->cond);
+	pthread_mutex_unlock(&rf->lock);
+}
+
+/* Container sources only: the probes' thread, unless one was handed on. A
+ * failure to start it leaves every probe "starting": unhealthy, never a
+ * pass. */
+static void probes_start(struct refresher *rf)
+{
+	struct errbuf err = { "" };
+	enum source_kind k = rf->m->ok ? source_kind(&rf->m->app) : SOURCE_NONE;
+	if (k != SOURCE_DOCKER && k != SOURCE_NERDCTL)
+		return;
+	if (rf->st.prober) {
+		prober_set_kick(rf->st.prober, probe_kick, rf);
+		return;
+	}
+	if (prober_start(probe_kick, rf, &rf->st.prober, &err) < 0)
+		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
+}
+
 /* The verdict the public side serves now, drain and staleness included,
  * into the verdict file (issue 21). A failure is logged when it starts, at
  * debug while it goes on, and once when it ends; it never stops the loop:
@@ -196,6 +229,7 @@ static void manifest_usable(struct refresher *rf)
 	if (source_kind(app) == SOURCE_DOCKER &&
 	    watch_start(rf->cfg, rf->cancel_fd, rf->mem.stops, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
+	probes_start(rf);
 	pthread_mutex_lock(&rf->lock);
 	rf->watcher = w;
 	pthread_mutex_unlock(&rf->lock);
@@ -239,8 +273,8 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	struct errbuf err = { "" };
 	int64_t start = clock_mono_ms(), real_start = clock_real_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
-	int r = source_refresh_mem(rf->cfg, rf->m, deadline, rf->cancel_fd, &rf->mem, &v,
-				   rf->view ? &detail : NULL, &err);
+	int r = source_refresh_mem(rf->cfg, rf->m, deadline, rf->cancel_fd, rf->st.prober, &rf->mem,
+				   &v, rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
 	if (r == -ECANCELED)
@@ -298,7 +332,7 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 
 /* Sleeps until when, a stop, a kick or a write asked for; returns true
  * when kicked, *write when a write was asked for. */
-static bool wait_until(struct refresher *rf, int64_t when, bool *write)
+static bool wait_until(struct refresher *rf, int64_t when, bool *write, bool *probe)
 {
 	struct timespec ts = { .tv_sec = when / 1000, .tv_nsec = (when % 1000) * 1000000 };
 	pthread_mutex_lock(&rf->lock);
@@ -306,7 +340,9 @@ static bool wait_until(struct refresher *rf, int64_t when, bool *write)
 		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
 	bool kicked = rf->kicked;
 	*write = rf->write_pending;
+	*probe = rf->probe_kicked;
 	rf->kicked = false;
+	rf->probe_kicked = false;
 	rf->write_pending = false;
 	pthread_mutex_unlock(&rf->lock);
 	return kicked;
@@ -325,13 +361,16 @@ static void *loop(void *arg)
 	struct refresher *rf = arg;
 	struct refresh_sched sc;
 	int64_t spacing = rf->cfg->min_refresh_spacing_ms, next_ping = clock_mono_ms();
+	bool probe = false; /* the pending kick is a probe's */
 	refresh_sched_init(&sc, next_ping);
 	while (!stopping(rf)) {
 		int64_t now = clock_mono_ms();
-		if (now >= refresh_sched_due(&sc, spacing)) {
+		int64_t sp = probe && spacing > PROBE_KICK_SPACING_MS ? PROBE_KICK_SPACING_MS : spacing;
+		if (now >= refresh_sched_due(&sc, sp)) {
 			bool by_event = sc.kicked && now < sc.timer;
 			/* Kicks that come while it runs ask for one more. */
 			sc.kicked = false;
+			probe = false;
 			int64_t timer = sc.timer;
 			bool counted = refresh_one(rf, by_event);
 			/* What this refresh freed, and what the control thread's
@@ -355,12 +394,14 @@ static void *loop(void *arg)
 			notify_watchdog();
 			next_ping = now + rf->watchdog_ms / 2;
 		}
-		int64_t wake = refresh_sched_due(&sc, spacing);
+		int64_t wake = refresh_sched_due(&sc, probe && spacing > PROBE_KICK_SPACING_MS
+						     ? PROBE_KICK_SPACING_MS : spacing);
 		if (rf->watchdog_ms > 0 && next_ping < wake)
 			wake = next_ping;
-		bool write = false;
-		if (wait_until(rf, wake, &write))
+		bool write = false, by_probe = false;
+		if (wait_until(rf, wake, &write, &by_probe))
 			sc.kicked = true;
+		probe = probe || by_probe;
 		if (write)
 			write_verdict_file(rf);
 	}
@@ -369,7 +410,9 @@ static void *loop(void *arg)
 
 void refresh_state_free(struct refresh_state *st)
 {
+	prober_stop(st->prober);
 	verdict_free(&st->current);
+	gap_free(&st->gap);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -378,9 +421,8 @@ static void refresher_discard(struct refresher *rf)
 {
 	if (!rf)
 		return;
-	verdict_free(&rf->st.current);
+	refresh_state_free(&rf->st);
 	stops_free(rf->mem.stops);
-	gap_free(&rf->mem.gap);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -401,6 +443,8 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	if (keep) {
 		rf->st = *keep;
 		verdict_init(&keep->current);
+		keep->prober = NULL;
+		memset(&keep->gap, 0, sizeof(keep->gap));
 	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
 		/* A new source (gating just turned on, say): what was said about
 		 * the old one must not stand until the first refresh ends. */
@@ -408,6 +452,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	}
 	if (r == 0)
 		r = stops_new(&rf->mem.stops);
+	rf->mem.gap = &rf->st.gap;
 	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -423,8 +468,11 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	pthread_mutex_init(&rf->lock, NULL);
 	/* Read before the loop runs: from then on it owns m. */
 	bool docker = m->ok && source_kind(&m->app) == SOURCE_DOCKER;
+	probes_start(rf);
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
+		if (rf->st.prober)
+			prober_set_kick(rf->st.prober, NULL, NULL);
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
@@ -481,8 +529,10 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	}
 	pthread_join(rf->thread, NULL);
 	watch_join(rf->watcher);
+	/* Its kick names this refresher, which is about to go. */
+	if (rf->st.prober)
+		prober_set_kick(rf->st.prober, NULL, NULL);
 	stops_free(rf->mem.stops);
-	gap_free(&rf->mem.gap);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

@@ -15,6 +15,7 @@
 #include "agent/config.h"
 #include "base/cache.h"
 #include "base/err.h"
+#include "runtime/gap.h"
 
 /* A failed refresh keeps the previous verdict this many times in a row; the
  * next failure is reported (docs/design.md §4). */
@@ -32,6 +33,13 @@ struct refresh_state {
 	struct verdict current;  /* the verdict last published */
 	bool have_result;        /* a refresh has completed at least once */
 	char last_error[ERRBUF_SIZE]; /* in full, for the journal */
+	/* The probes' thread (issue 27, container sources only): handed on
+	 * with the rest across a reload that keeps the source, so that no
+	 * probe's record starts over. */
+	struct prober *prober;
+	/* The Compose services seen, for the gap of a recreate (issue 29):
+	 * handed on the same way, so that a reload during a gap keeps it. */
+	struct gap gap;
 };
 
 /* Pure: the verdict to publish after a refresh that returned r (with verdict v

@@ -15,7 +15,9 @@
 #include "base/log.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
+#include "runtime/gap.h"
 #include "runtime/nerdctl.h"
+#include "runtime/prober.h"
 #include "runtime/runtimefile.h"
 #include "runtime/stops.h"
 #include "statusfile/statusfile.h"
@@ -184,7 +186,8 @@ static int64_t app_start(const struct config *cfg, const char **from)
 
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
-			    int cancel_fd, struct source_memory *mem, struct verdict *out,
+			    int cancel_fd, struct prober *probes, struct source_memory *mem,
+			    struct verdict *out,
 			    struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
@@ -212,10 +215,14 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
 	if (r >= 0 && stops)
 		stops_apply(stops, &l, mark);
+	/* The probes' latest records (issue 27), read, never waited for: the
+	 * prober runs on its own clock and kicks a refresh when one changes. */
+	if (r >= 0 && (r = prober_sync(probes, &l)) < 0)
+		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);
-	if (r >= 0 && mem)
-		r = gap_judge(&mem->gap, ri->project, &l, clock_mono_ms(), cfg->service_gap_ms, out);
+	if (r >= 0 && mem && mem->gap)
+		r = gap_judge(mem->gap, ri->project, &l, clock_mono_ms(), cfg->service_gap_ms, out);
 	if (r >= 0 && d) {
 		d->containers = l;
 		d->have_containers = true;
@@ -269,12 +276,19 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err)
 {
-	return source_refresh_mem(cfg, m, deadline, cancel_fd, NULL, out, d, err);
+	return source_refresh_probed(cfg, m, deadline, cancel_fd, NULL, out, d, err);
+}
+
+int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct prober *probes, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err)
+{
+	return source_refresh_mem(cfg, m, deadline, cancel_fd, probes, NULL, out, d, err);
 }
 
 int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
-		       int cancel_fd, struct source_memory *mem, struct verdict *out,
-		       struct source_detail *d, struct errbuf *err)
+		       int cancel_fd, struct prober *probes, struct source_memory *mem,
+		       struct verdict *out, struct source_detail *d, struct errbuf *err)
 {
 	struct statusfile_info sfi;
 	if (d)
@@ -316,7 +330,12 @@ int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t dea
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, mem, out, d, err);
+	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, probes, mem, out, d,
+			     err);
+	if (d && probes) {
+		prober_counts(probes, d->probe_counts);
+		d->have_probes = true;
+	}
 	runtime_info_free(&ri);
 	return r;
 }

@@ -13,7 +13,7 @@
 #include "base/verdict.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
-#include "runtime/gap.h"
+#include "runtime/probe.h"
 #include "statusfile/statusfile.h"
 
 /* Where a usable app-compose.json says its health comes from. Decided here
@@ -57,6 +57,7 @@ int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadlin
 		   int cancel_fd, struct verdict *out, struct errbuf *err);
 
 struct stops;
+struct gap;
 /* What the refresh loop keeps between its refreshes and hears from the events
  * watcher (issue 29); owned by the refresher. */
 struct source_memory {
@@ -64,8 +65,8 @@ struct source_memory {
 	 * notes them); NULL: none (--once, a source that is not Docker). */
 	struct stops *stops;
 	/* The Compose services seen, for the gap of a recreate (the loop
-	 * thread's alone). */
-	struct gap gap;
+	 * thread's alone; it lives in the refresh state); NULL: none. */
+	struct gap *gap;
 };
 
 /* What a refresh saw, beyond the verdict, for the operator's view. */
@@ -76,6 +77,9 @@ struct source_detail {
 	char nerdctl_namespace[256];
 	struct statusfile_info statusfile;
 	bool have_statusfile;
+	/* The agent's probes (issue 27): finished probes by result. */
+	uint64_t probe_counts[PROBE_N_RESULTS];
+	bool have_probes;
 };
 /* source_refresh, also filling d (zeroed first; free with
  * source_detail_free) when not NULL. */
@@ -83,10 +87,17 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err);
 void source_detail_free(struct source_detail *d);
-/* source_refresh_detail, with what the loop remembers (mem, or NULL). */
+/* source_refresh_detail with the agent's probes (issue 27): their latest
+ * records are judged with the containers; NULL judges every probe as not
+ * run yet (starting), as a one-shot refresh must. */
+struct prober;
+int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct prober *probes, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err);
+/* source_refresh_probed, with what the loop remembers (mem, or NULL). */
 int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
-		       int cancel_fd, struct source_memory *mem, struct verdict *out,
-		       struct source_detail *d, struct errbuf *err);
+		       int cancel_fd, struct prober *probes, struct source_memory *mem,
+		       struct verdict *out, struct source_detail *d, struct errbuf *err);
 
 /* The verdict served before the first refresh completes (or, with an unusable
  * app-compose.json, its error). -ENOMEM. */

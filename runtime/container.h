@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/verdict.h"
+#include "runtime/probe.h"
 
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
@@ -47,6 +48,15 @@ struct container {
 	int64_t probe_exit_code;
 	char *probe_output; /* as the runtime kept it; NULL when none */
 	int64_t failing_streak;
+	/* Probes run by the agent (issue 27): the dstack.healthd.* labels as
+	 * the runtime printed them, the container's own addresses, and the
+	 * probe itself (NULL without a probe label), which the refresh fills
+	 * from the prober before judging. */
+	struct probe_labels probe_labels;
+	char *optional_label; /* dstack.healthd.optional; NULL when absent */
+	char *network_mode;   /* HostConfig.NetworkMode (Docker only) */
+	char *ip;             /* IPv4 on its networks (the first by name) */
+	struct container_probe *probe;
 	/* Being stopped (issue 29): the runtime was told to stop it and it
 	 * still runs. Docker: a kill with its stop signal or SIGKILL on the
 	 * event stream (runtime/stops.h); nerdctl: `nerdctl stop` and `kill`
