@@ -66,6 +66,10 @@ static const struct opt_def opts[] = {
 	OPT("min-refresh-spacing", OPT_SECONDS, min_refresh_spacing_ms, "SECONDS",
 	    "Docker events start a refresh at once, but refreshes start at least "
 	    "this far apart (default 0.25)"),
+	OPT("service-gap", OPT_SECONDS, service_gap_ms, "SECONDS",
+	    "a Compose service that had a container and has none (a recreate, "
+	    "or a removal) keeps the app unhealthy until one is back, for at "
+	    "most this long (default 60)"),
 	OPT("docker-host", OPT_STRING, docker_host, "URL",
 	    "Docker Engine: unix://PATH or tcp://HOST:PORT (default $DOCKER_HOST, "
 	    "else unix:///var/run/docker.sock)"),
@@ -365,6 +369,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->refresh_timeout_ms = 10000;
 	c->min_refresh_spacing_ms = 250;
 	c->drain_window_ms = 30000;
+	c->service_gap_ms = 60000;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;

@@ -30,6 +30,7 @@ struct config {
 	int64_t refresh_timeout_ms;
 	int64_t min_refresh_spacing_ms; /* between refreshes started by events */
 	int64_t drain_window_ms; /* drain --wait: pollers seen this recently must be told */
+	int64_t service_gap_ms;  /* a service without a container stays unhealthy this long */
 	char *docker_host;
 	bool docker_tls_verify;
 	char *docker_cert_path;

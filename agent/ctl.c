@@ -198,6 +198,16 @@ static void print_source(const struct out *o, int src, int sf, int refresh)
 		       (long long)llabs((e - w) / 1000), e >= w ? "old" : "ahead",
 		       o->colour ? "\033[0m" : "", STATUSFILE_MAX_AGE);
 	printf("\n");
+	/* What it must not predate (issue 29). */
+	char start[40], from[32];
+	str(j, json_get(j, sf, "app_start"), start, sizeof(start));
+	str(j, json_get(j, sf, "app_start_from"), from, sizeof(from));
+	int64_t st = iso_ms(start);
+	if (st >= 0)
+		printf("  the app started %s (%s); %s%s%s\n", start, from,
+		       paint(o, w < 0 || w / 1000 >= st / 1000),
+		       w >= 0 && w / 1000 < st / 1000 ? "written before it" : "not before it",
+		       o->colour ? "\033[0m" : "");
 }
 
 /* The last refresh: when, how long, and a failure's detail while it lasts. */

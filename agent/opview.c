@@ -354,6 +354,10 @@ static int statusfile_json(struct json_buf *b, const struct opview_refresh *r)
 	if (!e) e = put_str(b, "state", s->word[0] ? s->word : NULL);
 	if (!e) e = json_buf_puts(b, ",");
 	if (!e) e = put_time(b, "timestamp", s->has_written ? s->written * 1000 : 0);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_time(b, "app_start", s->start * 1000);
+	if (!e) e = json_buf_puts(b, ",");
+	if (!e) e = put_str(b, "app_start_from", s->start_from[0] ? s->start_from : NULL);
 	return e ? e : json_buf_puts(b, "}");
 }
 

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/verdictfile.h"
+#include "runtime/stops.h"
 #include "rpc/encode.h"
 #include "runtime/prober.h"
 
@@ -28,6 +29,8 @@ struct refresher {
 	struct opview *view;
 	bool ran_once;
 	struct refresh_state st;
+	/* The loop thread's, but for mem.stops, which the watcher notes in. */
+	struct source_memory mem;
 	int64_t watchdog_ms;
 
 	/* Written by refresh_stop() and never drained: a query in progress
@@ -223,7 +226,8 @@ static void manifest_usable(struct refresher *rf)
 	log_msg(LOG_NOTICE, "%s is usable now, sha256 %s; health_check %s", COMPOSE_NAME,
 		app->hash, app->health_check ? "on" : "off");
 	struct watcher *w = NULL;
-	if (source_kind(app) == SOURCE_DOCKER && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
+	if (source_kind(app) == SOURCE_DOCKER &&
+	    watch_start(rf->cfg, rf->cancel_fd, rf->mem.stops, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
 	probes_start(rf);
 	pthread_mutex_lock(&rf->lock);
@@ -269,8 +273,8 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	struct errbuf err = { "" };
 	int64_t start = clock_mono_ms(), real_start = clock_real_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
-	int r = source_refresh_probed(rf->cfg, rf->m, deadline, rf->cancel_fd, rf->st.prober, &v,
-				      rf->view ? &detail : NULL, &err);
+	int r = source_refresh_mem(rf->cfg, rf->m, deadline, rf->cancel_fd, rf->st.prober, &rf->mem,
+				   &v, rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
 	if (r == -ECANCELED)
@@ -408,6 +412,7 @@ void refresh_state_free(struct refresh_state *st)
 {
 	prober_stop(st->prober);
 	verdict_free(&st->current);
+	gap_free(&st->gap);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -417,6 +422,7 @@ static void refresher_discard(struct refresher *rf)
 	if (!rf)
 		return;
 	refresh_state_free(&rf->st);
+	stops_free(rf->mem.stops);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -438,11 +444,15 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		rf->st = *keep;
 		verdict_init(&keep->current);
 		keep->prober = NULL;
+		memset(&keep->gap, 0, sizeof(keep->gap));
 	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
 		/* A new source (gating just turned on, say): what was said about
 		 * the old one must not stand until the first refresh ends. */
 		publish(rf, &rf->st.current);
 	}
+	if (r == 0)
+		r = stops_new(&rf->mem.stops);
+	rf->mem.gap = &rf->st.gap;
 	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -472,7 +482,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	 * loop thread only writes rf->watcher when the manifest was unusable
 	 * here; the view reads it from the loop thread, under the lock. */
 	struct watcher *w = NULL;
-	if (docker && watch_start(cfg, rf->cancel_fd, kick, rf, &w, err) < 0)
+	if (docker && watch_start(cfg, rf->cancel_fd, rf->mem.stops, kick, rf, &w, err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
 	if (docker) {
 		pthread_mutex_lock(&rf->lock);
@@ -522,6 +532,7 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	/* Its kick names this refresher, which is about to go. */
 	if (rf->st.prober)
 		prober_set_kick(rf->st.prober, NULL, NULL);
+	stops_free(rf->mem.stops);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

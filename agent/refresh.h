@@ -15,6 +15,7 @@
 #include "agent/config.h"
 #include "base/cache.h"
 #include "base/err.h"
+#include "runtime/gap.h"
 
 /* A failed refresh keeps the previous verdict this many times in a row; the
  * next failure is reported (docs/design.md §4). */
@@ -36,6 +37,9 @@ struct refresh_state {
 	 * with the rest across a reload that keeps the source, so that no
 	 * probe's record starts over. */
 	struct prober *prober;
+	/* The Compose services seen, for the gap of a recreate (issue 29):
+	 * handed on the same way, so that a reload during a gap keeps it. */
+	struct gap gap;
 };
 
 /* Pure: the verdict to publish after a refresh that returned r (with verdict v

@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
+#include "runtime/gap.h"
 #include "runtime/nerdctl.h"
 #include "runtime/prober.h"
 #include "runtime/runtimefile.h"
+#include "runtime/stops.h"
 #include "statusfile/statusfile.h"
 
 /* healthy:false, no entries, the manifest's error. */
@@ -160,12 +163,36 @@ int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
 	return ri->project ? 1 : errbuf_set(err, ENOMEM, "out of memory");
 }
 
+static bool kill_noted(void *stops, const char *id)
+{
+	return stops_has(stops, id);
+}
+
+/* The app's current start, for a status file (issue 29): the runtime file's
+ * mtime, which the guest rewrites each time it starts Compose (runtimefile.h
+ * cites where); with none (runner bash writes none, or it cannot be read),
+ * the boot, before which no app of this boot started. Only a start the agent
+ * can confirm is used: nothing is guessed. */
+static int64_t app_start(const struct config *cfg, const char **from)
+{
+	int64_t mtime = 0, boot = clock_boot_real_s();
+	if (runtimefile_mtime(cfg->runtime_file, &mtime) == 0 && mtime > boot) {
+		*from = "runtime file";
+		return mtime;
+	}
+	*from = "boot";
+	return boot;
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
-			    int cancel_fd, struct prober *probes, struct verdict *out,
+			    int cancel_fd, struct prober *probes, struct source_memory *mem,
+			    struct verdict *out,
 			    struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
+	struct stops *stops = mem && source_kind(app) == SOURCE_DOCKER ? mem->stops : NULL;
+	uint64_t mark = stops ? stops_mark(stops) : 0;
 	int r;
 	if (source_kind(app) == SOURCE_NERDCTL) {
 		struct nerdctl_opts o = { .path = cfg->nerdctl,
@@ -175,6 +202,10 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	} else {
 		struct docker_opts o;
 		source_docker_opts(cfg, cancel_fd, &o);
+		if (stops) {
+			o.must_inspect = kill_noted;
+			o.must_inspect_arg = stops;
+		}
 		r = docker_list(&o, ri->project, self_id, deadline, &l, err);
 	}
 	/* What the runtime clients leave untagged is their parsing of an
@@ -182,12 +213,16 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
 	for (size_t i = 0; r >= 0 && self_id && i < l.n; i++)
 		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
+	if (r >= 0 && stops)
+		stops_apply(stops, &l, mark);
 	/* The probes' latest records (issue 27), read, never waited for: the
 	 * prober runs on its own clock and kicks a refresh when one changes. */
 	if (r >= 0 && (r = prober_sync(probes, &l)) < 0)
 		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);
+	if (r >= 0 && mem && mem->gap)
+		r = gap_judge(mem->gap, ri->project, &l, clock_mono_ms(), cfg->service_gap_ms, out);
 	if (r >= 0 && d) {
 		d->containers = l;
 		d->have_containers = true;
@@ -248,6 +283,13 @@ int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct prober *probes, struct verdict *out,
 			  struct source_detail *d, struct errbuf *err)
 {
+	return source_refresh_mem(cfg, m, deadline, cancel_fd, probes, NULL, out, d, err);
+}
+
+int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
+		       int cancel_fd, struct prober *probes, struct source_memory *mem,
+		       struct verdict *out, struct source_detail *d, struct errbuf *err)
+{
 	struct statusfile_info sfi;
 	if (d)
 		memset(d, 0, sizeof(*d));
@@ -261,7 +303,12 @@ int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t 
 	}
 	if (k == SOURCE_STATUS_FILE) {
 		/* Never a failed refresh: whatever is at the path is judged. */
-		int r = statusfile_judge_info(app->health_status_file, time(NULL), out, &sfi);
+		const char *from = NULL;
+		int64_t start = app_start(cfg, &from);
+		int r = statusfile_judge_since(app->health_status_file, time(NULL), start, out,
+					       &sfi);
+		sfi.start = start;
+		snprintf(sfi.start_from, sizeof(sfi.start_from), "%s", from);
 		if (d) {
 			d->statusfile = sfi;
 			d->have_statusfile = true;
@@ -283,7 +330,8 @@ int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t 
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, probes, out, d, err);
+	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, probes, mem, out, d,
+			     err);
 	if (d && probes) {
 		prober_counts(probes, d->probe_counts);
 		d->have_probes = true;

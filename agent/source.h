@@ -56,6 +56,19 @@ void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_o
 int source_refresh(const struct config *cfg, struct manifest *m, int64_t deadline,
 		   int cancel_fd, struct verdict *out, struct errbuf *err);
 
+struct stops;
+struct gap;
+/* What the refresh loop keeps between its refreshes and hears from the events
+ * watcher (issue 29); owned by the refresher. */
+struct source_memory {
+	/* The kills Docker's events reported (shared with the watcher, which
+	 * notes them); NULL: none (--once, a source that is not Docker). */
+	struct stops *stops;
+	/* The Compose services seen, for the gap of a recreate (the loop
+	 * thread's alone; it lives in the refresh state); NULL: none. */
+	struct gap *gap;
+};
+
 /* What a refresh saw, beyond the verdict, for the operator's view. */
 struct source_detail {
 	struct container_list containers; /* the project's, judged or not */
@@ -81,6 +94,10 @@ struct prober;
 int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t deadline,
 			  int cancel_fd, struct prober *probes, struct verdict *out,
 			  struct source_detail *d, struct errbuf *err);
+/* source_refresh_probed, with what the loop remembers (mem, or NULL). */
+int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t deadline,
+		       int cancel_fd, struct prober *probes, struct source_memory *mem,
+		       struct verdict *out, struct source_detail *d, struct errbuf *err);
 
 /* The verdict served before the first refresh completes (or, with an unusable
  * app-compose.json, its error). -ENOMEM. */

@@ -16,6 +16,7 @@
 #include "runtime/docker.h"
 #include "runtime/events.h"
 #include "runtime/runtimefile.h"
+#include "runtime/stops.h"
 
 /* A connected events stream re-reads the runtime file this often, so that a
  * new Compose project is followed without waiting for the stream to drop. */
@@ -30,6 +31,7 @@
 struct watcher {
 	const struct config *cfg;
 	int cancel_fd;
+	struct stops *stops;
 	void (*kick)(void *);
 	void *kick_arg;
 	pthread_t thread;
@@ -121,7 +123,13 @@ static int follow(struct watcher *w, struct events *ev, const char *project, boo
 		struct event e;
 		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
 		if (r == 1) {
-			log_msg(LOG_DEBUG, "Docker event: %s %s", e.name, e.action);
+			bool noted = stops_note(w->stops, &e);
+			if (e.signal)
+				log_msg(LOG_DEBUG, "Docker event: %s %s, signal %d", e.name, e.action,
+					e.signal);
+			else
+				log_msg(LOG_DEBUG, "Docker event: %s %s%s", e.name, e.action,
+					noted ? " (noted)" : "");
 			stats_event(w, e.name, e.action);
 			w->kick(w->kick_arg);
 			last = clock_mono_ms();
@@ -229,13 +237,14 @@ static void *watch(void *arg)
 	return NULL;
 }
 
-int watch_start(const struct config *cfg, int cancel_fd, void (*kick)(void *), void *arg,
-		struct watcher **out, struct errbuf *err)
+int watch_start(const struct config *cfg, int cancel_fd, struct stops *stops,
+		void (*kick)(void *), void *arg, struct watcher **out, struct errbuf *err)
 {
 	struct watcher *w = calloc(1, sizeof(*w));
 	if (!w)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	*w = (struct watcher){ .cfg = cfg, .cancel_fd = cancel_fd, .kick = kick, .kick_arg = arg };
+	*w = (struct watcher){ .cfg = cfg, .cancel_fd = cancel_fd, .stops = stops, .kick = kick,
+			       .kick_arg = arg };
 	pthread_mutex_init(&w->lock, NULL);
 	int r = pthread_create(&w->thread, NULL, watch, w);
 	if (r != 0) {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Following Docker's event stream (Docker source only): each event of the
- * app's Compose project asks the refresh loop for a refresh at once. The
- * watcher never waits on the loop and the loop never waits on it, so a hung
- * or silent stream only costs the early refreshes: the timer goes on. */
+ * app's Compose project asks the refresh loop for a refresh at once, and a
+ * kill, start or destroy is first noted in the stops table that refresh reads
+ * (runtime/stops.h: a container told to stop is judged stopping at once).
+ * The watcher never waits on the loop and the loop never waits on it, so a
+ * hung or silent stream only costs the early refreshes: the timer goes on. */
 #ifndef HEALTHD_WATCH_H
 #define HEALTHD_WATCH_H
 
@@ -14,11 +16,13 @@
 
 struct watcher;
 
-/* Starts the watcher thread. kick(arg) is called for each event and after
- * every (re)subscription, since events were missed meanwhile. The thread
- * ends once cancel_fd becomes readable; then watch_join() joins it. */
-int watch_start(const struct config *cfg, int cancel_fd, void (*kick)(void *), void *arg,
-		struct watcher **out, struct errbuf *err);
+struct stops;
+/* Starts the watcher thread. kick(arg) is called for each event (after it
+ * was noted in stops, which must outlive the watcher) and after every
+ * (re)subscription, since events were missed meanwhile. The thread ends once
+ * cancel_fd becomes readable; then watch_join() joins it. */
+int watch_start(const struct config *cfg, int cancel_fd, struct stops *stops,
+		void (*kick)(void *), void *arg, struct watcher **out, struct errbuf *err);
 /* The stream as the operator's view shows it. Times are CLOCK_REALTIME ms,
  * 0 for never. */
 struct watch_stats {

@@ -22,6 +22,17 @@ static inline int64_t clock_real_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* When this machine booted, in seconds on CLOCK_REALTIME: no app of this
+ * boot started before it. CLOCK_BOOTTIME counts suspend too. */
+static inline int64_t clock_boot_real_s(void)
+{
+	struct timespec r, b;
+	clock_gettime(CLOCK_REALTIME, &r);
+	clock_gettime(CLOCK_BOOTTIME, &b);
+	int64_t ns = ((int64_t)r.tv_sec - b.tv_sec) * 1000000000 + (r.tv_nsec - b.tv_nsec);
+	return ns / 1000000000;
+}
+
 /* Milliseconds left until deadline (monotonic ms), at least 0, at most INT32_MAX
  * so that it fits poll(2)'s timeout. */
 static inline int clock_left_ms(int64_t deadline)

@@ -40,6 +40,7 @@ void container_free(struct container *c)
 	free(c->network_mode);
 	free(c->ip);
 	free(c->probe);
+	free(c->stop_signal);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -16,6 +16,7 @@
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
 #define COMPOSE_ONEOFF_LABEL "com.docker.compose.oneoff"
 #define COMPOSE_SERVICE_LABEL "com.docker.compose.service"
+#define NERDCTL_STOPPED_LABEL "containerd.io/restart.explicitly-stopped"
 
 struct container {
 	char *id;
@@ -56,6 +57,14 @@ struct container {
 	char *network_mode;   /* HostConfig.NetworkMode (Docker only) */
 	char *ip;             /* IPv4 on its networks (the first by name) */
 	struct container_probe *probe;
+	/* Being stopped (issue 29): the runtime was told to stop it and it
+	 * still runs. Docker: a kill with its stop signal or SIGKILL on the
+	 * event stream (runtime/stops.h); nerdctl: `nerdctl stop` and `kill`
+	 * label it before they signal (explicitly_stopped). */
+	bool stopping;
+	char *stop_signal; /* Config.StopSignal; NULL when absent (SIGTERM) */
+	/* Config.Labels["containerd.io/restart.explicitly-stopped"] is "true". */
+	bool explicitly_stopped;
 };
 
 struct container_list {

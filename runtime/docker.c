@@ -353,10 +353,31 @@ int docker_parse_list(const char *body, size_t len, const char *project, const c
 	return r;
 }
 
-static int list(struct api *a, const char *project, const char *self_id,
-		struct container_list *out, struct docker_ids *todo)
+/* Those the caller wants inspected whatever the list said go to todo. */
+static int inspect_anyway(const struct docker_opts *o, const char *self_id, size_t n0,
+			  struct container_list *out, struct docker_ids *todo)
+{
+	size_t w = n0;
+	int r = 0;
+	for (size_t i = n0; i < out->n; i++) {
+		struct container *c = &out->v[i];
+		bool self = self_id && c->id && strcmp(c->id, self_id) == 0;
+		if (r == 0 && !self && o->must_inspect && o->must_inspect(o->must_inspect_arg, c->id)) {
+			r = ids_add(todo, c->id);
+			container_free(c);
+		} else {
+			out->v[w++] = *c;
+		}
+	}
+	out->n = w;
+	return r;
+}
+
+static int list(struct api *a, const struct docker_opts *o, const char *project,
+		const char *self_id, struct container_list *out, struct docker_ids *todo)
 {
 	struct http_response resp = { 0 };
+	size_t n0 = out->n;
 	int r = list_response(a, project, &resp);
 	if (r < 0)
 		return r;
@@ -364,6 +385,8 @@ static int list(struct api *a, const char *project, const char *self_id,
 			      a->err);
 	if (r < 0)
 		errbuf_prefix(a->err, "GET /containers/json");
+	else if (inspect_anyway(o, self_id, n0, out, todo) < 0)
+		r = errbuf_set(a->err, ENOMEM, "out of memory");
 	http_response_free(&resp);
 	return r;
 }
@@ -452,7 +475,7 @@ int docker_list(const struct docker_opts *o, const char *project, const char *se
 	int r = api_open(&a, o, err);
 	if (r == 0) {
 		out->api_version = a.version;
-		r = list(&a, project, self_id, out, &todo);
+		r = list(&a, o, project, self_id, out, &todo);
 	}
 	for (size_t i = 0; r == 0 && i < todo.n; i++)
 		r = inspect(&a, todo.v[i], out);

@@ -21,6 +21,11 @@ struct docker_opts {
 	bool tls_verify;     /* DOCKER_TLS_VERIFY */
 	const char *cert_path; /* DOCKER_CERT_PATH: ca.pem, cert.pem, key.pem */
 	int cancel_fd;       /* readable: give up at once (-ECANCELED); -1 for none */
+	/* NULL, or true for a container to inspect even when the list could
+	 * vouch for it (API >= 1.52): one the events said is being stopped
+	 * needs its stop signal and start time (runtime/stops.h). */
+	bool (*must_inspect)(void *arg, const char *id);
+	void *must_inspect_arg;
 };
 
 /* Validates opts->host (scheme, path length, port) before start-up so that a

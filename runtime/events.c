@@ -6,7 +6,22 @@
  * OR; "event" matches the Action exactly, except that a filter naming
  * health_status matches by prefix, because the Action of a health change is
  * "health_status: healthy" (or ": unhealthy", ": starting"). The daemon
- * writes one JSON object and a newline per event and flushes it. */
+ * writes one JSON object and a newline per event and flushes it.
+ *
+ * What a stop looks like on the stream (moby v20.10.24, Debian 12's docker.io,
+ * and master alike: daemon/kill.go killWithSignal, daemon/stop.go): `docker
+ * stop` sends the container's stop signal and logs "kill" with the attribute
+ * "signal" (the number, in decimal) once it was sent, then "die" when the
+ * process exits, then "stop"; past the timeout a second "kill" with signal 9
+ * comes between. `docker kill -s SIG` logs "kill" with that signal only, and
+ * is a stop only when SIG is the container's stop signal or SIGKILL (that is
+ * also when Docker itself stops restarting it). `docker restart` adds "start"
+ * and "restart"; a restart policy brings a container that exited by itself
+ * back with "die" then "start" (daemon/monitor.go), never one sent a kill.
+ * Compose recreates with kill, die, stop, then "destroy" of the old one. The
+ * attributes also carry the container's labels, which overwrite Docker's own
+ * (daemon/events.go copyAttributes): a label named "signal" changes what a
+ * kill says, which only its app can do to itself. */
 #include "runtime/events.h"
 
 #include <errno.h>
@@ -35,8 +50,8 @@ int events_target(int version, const char *project, struct json_buf *out)
 {
 	return docker_label_target(version, "events?", "{\"type\":[\"container\"],\"label\":[",
 				   project,
-				   "],\"event\":[\"start\",\"die\",\"destroy\",\"pause\","
-				   "\"unpause\",\"health_status\"]}",
+				   "],\"event\":[\"kill\",\"stop\",\"start\",\"die\","
+				   "\"destroy\",\"pause\",\"unpause\",\"health_status\"]}",
 				   out);
 }
 
@@ -46,6 +61,29 @@ static void copy_string(const struct json *j, int i, char *dst, size_t n)
 	dst[0] = '\0';
 	if (json_strdup(j, i, &s) == 0)
 		err_clean(dst, n, s, n - 4);
+}
+
+/* Actor.ID, kept only when it is what Docker makes a container id: hex. */
+static void copy_id(const struct json *j, int i, char *dst, size_t n)
+{
+	_cleanup_free_ char *s = NULL;
+	dst[0] = '\0';
+	if (json_strdup(j, i, &s) == 0 && s[0] && strlen(s) < n &&
+	    strspn(s, "0123456789abcdef") == strlen(s))
+		memcpy(dst, s, strlen(s) + 1);
+}
+
+/* A kill's "signal" attribute: decimal, as daemon/kill.go formats it. */
+static int kill_signal(const struct json *j, int attrs)
+{
+	_cleanup_free_ char *s = NULL;
+	if (json_strdup(j, json_get(j, attrs, "signal"), &s) < 0)
+		return -1;
+	size_t n = strspn(s, "0123456789");
+	if (n == 0 || n > 3 || s[n] != '\0')
+		return -1;
+	int v = atoi(s);
+	return v >= 1 && v <= 127 ? v : -1;
 }
 
 int events_parse(const char *line, size_t len, const char *project, struct event *ev,
@@ -72,8 +110,12 @@ int events_parse(const char *line, size_t len, const char *project, struct event
 		 json_str_eq(&j, json_get(&j, attrs, COMPOSE_PROJECT_LABEL), project))
 		r = 1;
 	if (r == 1) {
+		int64_t t = 0;
 		copy_string(&j, action, ev->action, sizeof(ev->action));
 		copy_string(&j, json_get(&j, attrs, "name"), ev->name, sizeof(ev->name));
+		copy_id(&j, json_get(&j, json_get(&j, 0, "Actor"), "ID"), ev->id, sizeof(ev->id));
+		ev->signal = json_str_eq(&j, action, "kill") ? kill_signal(&j, attrs) : 0;
+		ev->time_ns = json_int64(&j, json_get(&j, 0, "timeNano"), &t) == 0 && t > 0 ? t : 0;
 	}
 	json_free(&j);
 	return r;

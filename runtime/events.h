@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Docker's /events stream for the app's Compose project: the changes that
- * can move the verdict (start, die, destroy, pause, unpause, health_status)
- * arrive as they happen, so that a refresh can follow at once instead of at
- * the next tick. The stream only says "look now"; the verdict still comes
- * from a refresh. */
+ * can move the verdict (kill, stop, start, die, destroy, pause, unpause,
+ * health_status) arrive as they happen, so that a refresh can follow at once
+ * instead of at the next tick. The stream says "look now" and, for a kill,
+ * which container was sent which signal (runtime/stops.h keeps that for the
+ * refresh); the verdict still comes from a refresh. */
 #ifndef HEALTHD_EVENTS_H
 #define HEALTHD_EVENTS_H
 
@@ -24,6 +25,11 @@
 struct event {
 	char action[64]; /* "die", "health_status: unhealthy"; cleaned, cut */
 	char name[128];  /* the container's name; cleaned, cut */
+	char id[65];     /* Actor.ID when it is a container id (hex), else "" */
+	/* A kill's Attributes.signal, the number Docker sent: 0 for another
+	 * action, -1 for a kill whose signal is missing or not a number. */
+	int signal;
+	int64_t time_ns; /* timeNano, on the daemon's clock; 0 when absent */
 };
 
 /* The request target: /v<api>/events?filters=<urlencoded JSON> subscribing to

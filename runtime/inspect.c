@@ -190,7 +190,9 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 	int config, labels, r;
 	if ((r = opt_object(j, obj, "Config", "Config", &config, err)) < 0 || config < 0)
 		return r;
-	if ((r = parse_healthcheck(j, config, c, err)) < 0)
+	if ((r = parse_healthcheck(j, config, c, err)) < 0 ||
+	    (r = opt_string(j, config, "StopSignal", "Config.StopSignal", &c->stop_signal,
+			    err)) < 0)
 		return r;
 	/* Docker prints "Labels": null for a container without labels; nerdctl
 	 * omits the member. */
@@ -202,6 +204,10 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 		return type_error(j, v, "Config.Labels[" COMPOSE_ONEOFF_LABEL "]",
 				  "a string", err);
 	c->oneoff = json_str_eq(j, v, "True");
+	/* nerdctl stop and kill set it before they signal, start and run clear
+	 * it (nerdctl pkg/containerutil Stop/Start, pkg/cmd/container/kill.go),
+	 * and inspect prints every containerd label (dockercompat Config.Labels). */
+	c->explicitly_stopped = json_str_eq(j, json_get(j, labels, NERDCTL_STOPPED_LABEL), "true");
 	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
 	if (json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		return errbuf_set(err, ENOMEM, "out of memory");

@@ -10,7 +10,8 @@
 
 /* Fills c from the inspect object at token obj: Id, Name (leading '/'
  * dropped), State.{Status,Running,Paused,StartedAt}, State.Health.{Status,
- * Log[-1].End}, Config.Labels[com.docker.compose.{oneoff,project}]. -EINVAL with err
+ * Log[-1].End}, Config.StopSignal, Config.Labels[com.docker.compose.{oneoff,
+ * project,service}, NERDCTL_STOPPED_LABEL]. -EINVAL with err
  * naming the field when the shape is wrong; -ENOMEM. */
 int inspect_parse_object(const struct json *j, int obj, struct container *c,
 			 struct errbuf *err);

@@ -110,6 +110,10 @@ static int judge_one(const struct container *c, struct verdict *out)
 		err_clean(state, sizeof(state), s, ERR_SHOWN_BYTES);
 		return verdict_add(out, name, "%s (last health check: %s)", state, health);
 	}
+	/* Told to stop: Docker keeps the last health for the whole grace
+	 * period, and the app may already refuse work (issue 29). */
+	if (c->stopping)
+		return verdict_add(out, name, "stopping (last health check: %s)", health);
 	if (optional_bad(c))
 		return verdict_add(out, name, "label " OPTIONAL_LABEL ": must be true or false");
 	/* A container with a Docker healthcheck and a probe must pass both. */

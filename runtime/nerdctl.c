@@ -426,6 +426,17 @@ static void keep_project(struct container_list *l, size_t n0, const char *projec
 	l->n = w;
 }
 
+/* nerdctl has no events: a stop is seen on the refresh after `nerdctl stop`
+ * or `kill` labelled the container explicitly stopped, which both do before
+ * they signal it (any signal: kill also tears down its network and its
+ * healthcheck timers, so it is a stop in all but name). */
+static void mark_stopping(struct container_list *l, size_t n0)
+{
+	for (size_t i = n0; i < l->n; i++)
+		if (l->v[i].explicitly_stopped)
+			l->v[i].stopping = true;
+}
+
 /* One `nerdctl container inspect` of ids[0..n). -EIO when nerdctl exited
  * non-zero (its stderr is left in a->err), -ENODATA when it left an id
  * unanswered, -EINVAL when its output could not be read. All or nothing. */
@@ -524,6 +535,7 @@ int nerdctl_list_with(const struct nerdctl_runner *rn, const char *project,
 			container_free(&out->v[--out->n]);
 	else
 		keep_project(out, n0, project);
+	mark_stopping(out, n0);
 	return r;
 }
 

@@ -126,6 +126,15 @@ int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *
 	return errbuf_tag(err, ERR_KIND_RUNTIME_FILE_INVALID, r);
 }
 
+int runtimefile_mtime(const char *path, int64_t *sec)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	*sec = (int64_t)st.st_mtim.tv_sec;
+	return 0;
+}
+
 void runtime_info_free(struct runtime_info *ri)
 {
 	if (!ri)

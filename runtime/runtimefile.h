@@ -4,6 +4,8 @@
 #ifndef HEALTHD_RUNTIMEFILE_H
 #define HEALTHD_RUNTIMEFILE_H
 
+#include <stdint.h>
+
 #include "base/err.h"
 
 struct runtime_info {
@@ -20,5 +22,14 @@ int runtimefile_read(const char *path, struct runtime_info *out, struct errbuf *
 int runtimefile_parse(const char *buf, size_t len, struct runtime_info *out,
 		      struct errbuf *err);
 void runtime_info_free(struct runtime_info *ri);
+
+/* The runtime file's modification time, seconds since the epoch: when the
+ * guest last started Compose (issue 29). Upstream's app-compose.sh
+ * (Dstack-TEE/dstack os/common/rootfs/app-compose.sh, record_compose_runtime)
+ * rewrites it, on tmpfs, on every start of app-compose.service, right before
+ * `docker compose up`; the file holds no time of its own. -ENOENT when it
+ * does not exist (runner bash writes none), another negative errno when it
+ * cannot be stat'ed. */
+int runtimefile_mtime(const char *path, int64_t *sec);
 
 #endif

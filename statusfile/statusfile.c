@@ -16,8 +16,13 @@
  * - Fresh is within STATUSFILE_MAX_AGE of now on either side. Upstream judges
  *   any future time fresh forever, so an app that writes milliseconds by
  *   mistake would stay healthy after it dies: not here.
+ * - Written before the app's current start (line 2 earlier than the start
+ *   marker the caller passes: the runtime file's mtime, else the boot) is not
+ *   healthy either, fresh or not: upstream would trust the previous run's
+ *   "healthy" for up to 60 s after a restart (issue 29).
  * - When several rules fail, the reason names the one upstream checks first:
- *   line 2 (missing, not a number), then age, then line 1.
+ *   line 2 (missing, not a number), then age, then line 1; the start comes
+ *   after the age and before line 1.
  * The reasons name the rule that failed and never quote the file's bytes: the
  * report goes to anonymous callers, and the bytes at that path may not be the
  * bytes the app wrote. */
@@ -159,8 +164,26 @@ static bool fresh(uint64_t written, time_t now, char *reason, size_t n)
 	return true;
 }
 
+/* Issue 29: after `systemctl restart app-compose` the previous run's
+ * "healthy" is still fresh; whatever the app wrote before its current start
+ * says nothing of this run. */
+static bool since_start(uint64_t written, int64_t start, char *reason, size_t n)
+{
+	if (start <= 0 || written >= (uint64_t)start)
+		return true;
+	return fail(reason, n, "written %llu s before the app's current start; a status file "
+		    "from before the start is not trusted",
+		    (unsigned long long)((uint64_t)start - written));
+}
+
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n)
+{
+	return statusfile_parse_since(buf, len, now, 0, reason, n);
+}
+
+bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t start,
+			    char *reason, size_t n)
 {
 	const char *p = buf, *end = buf + len, *l1, *l2;
 	size_t n1, n2;
@@ -179,7 +202,7 @@ bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 			    "the Unix timestamp at which it was written");
 	if (!parse_seconds(l2, n2, &written))
 		return fail(reason, n, "line 2 is not a Unix timestamp in seconds");
-	if (!fresh(written, now, reason, n))
+	if (!fresh(written, now, reason, n) || !since_start(written, start, reason, n))
 		return false;
 	if (word_is(l1, n1, "unhealthy"))
 		return fail(reason, n, "the app reports unhealthy");
@@ -276,7 +299,7 @@ static bool open_failed(int e, const char *shown, char *reason, size_t n)
  * no permission, a symlink loop) is unhealthy on the refresh that finds it,
  * as upstream judges it ("cannot read ..."): it is the app failing to hold up
  * its end, not the agent failing to ask (docs/design.md §4). */
-static bool judge_path(const char *path, const char *shown, time_t now,
+static bool judge_path(const char *path, const char *shown, time_t now, int64_t start,
 		       char *reason, size_t n, struct statusfile_info *info)
 {
 	struct stat st;
@@ -306,7 +329,7 @@ static bool judge_path(const char *path, const char *shown, time_t now,
 	info->read = true;
 	info->mtime = st.st_mtime;
 	statusfile_peek(buf, got, info);
-	return statusfile_parse(buf, got, now, reason, n);
+	return statusfile_parse_since(buf, got, now, start, reason, n);
 }
 
 int statusfile_judge(const char *path, time_t now, struct verdict *out)
@@ -318,11 +341,17 @@ int statusfile_judge(const char *path, time_t now, struct verdict *out)
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
 			  struct statusfile_info *info)
 {
+	return statusfile_judge_since(path, now, 0, out, info);
+}
+
+int statusfile_judge_since(const char *path, time_t now, int64_t start, struct verdict *out,
+			   struct statusfile_info *info)
+{
 	char shown[ERR_SHOWN_BYTES + 1], reason[ERR_SHOWN_BYTES + 256];
 
 	memset(info, 0, sizeof(*info));
 	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
-	out->healthy = judge_path(path, shown, now, reason, sizeof(reason), info);
+	out->healthy = judge_path(path, shown, now, start, reason, sizeof(reason), info);
 	if (out->healthy)
 		return 0;
 	return verdict_add(out, STATUSFILE_ENTRY, "%s", reason);

@@ -24,6 +24,12 @@
  * (naming the rule that failed, never quoting the bytes) in reason[0..n). */
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
+/* statusfile_parse, and not healthy either when line 2 is before start, the
+ * app's current start in seconds since the epoch (0: not known), checked
+ * after the age and before line 1 (issue 29: a file the previous run left is
+ * no word about this one). */
+bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t start,
+			    char *reason, size_t n);
 
 /* Reads path (following symlinks, never blocking, at most
  * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into
@@ -41,10 +47,18 @@ struct statusfile_info {
 	char word[10];    /* "healthy" or "unhealthy" as line 1 says, else "" */
 	bool has_written; /* line 2 parsed */
 	int64_t written;  /* line 2, seconds since the epoch */
+	/* The app's current start it was judged against (seconds since the
+	 * epoch, 0: none) and what marked it ("runtime file", "boot"): set by
+	 * the caller that chose it. */
+	int64_t start;
+	char start_from[16];
 };
 /* statusfile_judge, filling info (zeroed first) as well. */
 int statusfile_judge_info(const char *path, time_t now, struct verdict *out,
 			  struct statusfile_info *info);
+/* statusfile_judge_info with the app's current start (statusfile_parse_since). */
+int statusfile_judge_since(const char *path, time_t now, int64_t start, struct verdict *out,
+			   struct statusfile_info *info);
 /* Pure: line 1's word and line 2's time, as far as they parse. */
 void statusfile_peek(const char *buf, size_t len, struct statusfile_info *info);
 

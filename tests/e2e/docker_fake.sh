@@ -74,6 +74,14 @@ fake "/_ping=file:$R/ping-1.52.http" "/v1\.52/containers/json\?.*=file:$R/list-1
 is "$(list demo)" "${ALL/health=-/health=none}" "1.52: same containers, health from the list"
 is "$(grep '/containers/[0-9a-f]*/json' "$T/log" | sort)" "$(printf '/v1.52/containers/%s/json\n' "$DB" "$WORKER" | sort)" \
 	"1.52: only the containers not running or not healthy are inspected (their last probe)"
+# A container the events said is being stopped is inspected too (issue 29): the
+# list carries neither its stop signal nor its start.
+: >"$T/log"
+is "$(DOCKER_LIST_INSPECT="$WEB" list demo)" "${ALL/health=-/health=none}" \
+	"1.52, web being stopped: the same containers"
+is "$(grep '/containers/[0-9a-f]*/json' "$T/log" | sort)" \
+	"$(printf '/v1.52/containers/%s/json\n' "$DB" "$WORKER" "$WEB" | sort)" \
+	"1.52, web being stopped: web is inspected as well"
 
 # --- Versions: newer daemon → ours; no header → 1.24.
 fake "/_ping=file:$R/ping-1.53.http" "/v1\.52/containers/json\?.*=file:$R/list-1.52.http" "${IR[@]}"

@@ -72,8 +72,10 @@ like "$ip" '^[0-9.]+$' "web has an address on the project's network ($ip)"
 
 healthd_runtime "$DH_T/rt.json" pr
 CTL="$DH_T/ctl.sock"
+# Services are removed for good below (docker rm -f): --service-gap 1 lets
+# each gap (issue 29, tests/e2e/stopping.sh) end within a refresh or two.
 healthd_start a "$DH_T/rt.json" --interval 1 --control-socket "$CTL" \
-	--metrics-listen "" --log-level debug
+	--metrics-listen "" --log-level debug --service-gap 1
 status_json() { "$HEALTHD_BIN" status --json --control-socket "$CTL" 2>/dev/null; }
 probe_of() { # probe_of SERVICE FIELD
 	status_json | dh_json "[c['agent_probe']['$2'] for c in d['containers'] if c['service'] == '$1'][0]"

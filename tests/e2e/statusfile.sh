@@ -131,6 +131,45 @@ expect "milliseconds from an hour ago" 1 false "written [0-9]{13} s in the futur
 printf 'unhealthy\n%s\n' "$(( $(now) - 120 ))" >"$S"; once
 expect "stale and unhealthy: stale is named" 1 false "written 1[2-9][0-9] s ago; older than 60 s counts as unhealthy"
 
+# --- written before the app's current start (issue 29) ------------------------
+# The guest rewrites the runtime file each time it starts Compose: a status
+# file older than its mtime is the previous run's, however fresh.
+BEFORE_RULE="a status file from before the start is not trusted"
+once_rt() { # once_rt RUNTIME_FILE [PREFIX...]: once, with that runtime file
+	local rt=$1
+	shift
+	OUT=$(timeout 10 "$@" "$BIN" --once --compose-file "$T/app-compose.json" \
+		--runtime-file "$rt" 2>"$T/stderr")
+	RC=$?
+	parse "$OUT"
+}
+printf '{"project":"p"}' >"$T/rt.json"
+t=$(now)
+printf 'healthy\n%s\n' "$((t - 20))" >"$S"
+touch -d "@$((t - 10))" "$T/rt.json"
+once_rt "$T/rt.json"
+expect "healthy, fresh, but written 10 s before the runtime file (a restart)" 1 false \
+	"written 10 s before the app's current start; $BEFORE_RULE"
+printf 'healthy\n%s\n' "$((t - 5))" >"$S"; once_rt "$T/rt.json"
+expect "written after the runtime file" 0 true
+printf 'unhealthy\n%s\n' "$((t - 20))" >"$S"; once_rt "$T/rt.json"
+expect "unhealthy and before the start: the start is named" 1 false \
+	"written 10 s before the app's current start; $BEFORE_RULE"
+# No runtime file (runner bash): the boot marks the start. A time namespace
+# moves the boot to 20 s ago for the agent alone.
+if unshare --time --fork --boottime 0 true 2>/dev/null; then
+	up=$(cut -d. -f1 /proc/uptime)
+	printf 'healthy\n%s\n' "$(($(now) - 40))" >"$S"
+	once_rt "$T/no-runtime.json" unshare --time --fork --boottime "-$((up - 20))"
+	expect "no runtime file: written 40 s ago, the boot 20 s ago" 1 false \
+		"written (19|2[0-1]) s before the app's current start; $BEFORE_RULE"
+	printf 'healthy\n%s\n' "$(($(now) - 10))" >"$S"
+	once_rt "$T/no-runtime.json" unshare --time --fork --boottime "-$((up - 20))"
+	expect "no runtime file: written 10 s ago, after the boot" 0 true
+else
+	ok 0 "no runtime file: the boot marks the start # SKIP no time namespaces (unshare --time)"
+fi
+
 printf 'nope\nsoon\n' >"$S"; once
 expect "bad word and bad number: line 2 is named" 1 false "line 2 is not a Unix timestamp in seconds"
 
@@ -356,6 +395,32 @@ mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular 
 (.*
 )*  status file $T/st/swap
   not read: the entry above says why" "status: an unreadable file names the path locally, the entry says why"
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+
+# --- app-compose restarted without a reboot (issue 29) -------------------------
+# The previous run's "healthy" is still fresh when the guest starts Compose
+# again and rewrites the runtime file: not healthy until the app writes anew.
+printf 'healthy\n%s\n' "$(( $(now) - 2 ))" >"$T/st/run"
+compose "$T/st/run"
+printf '{"project":"p"}' >"$T/rt2.json"
+touch -d "@$(( $(now) - 30 ))" "$T/rt2.json"
+"$BIN" --listen "unix:$T/sock4" --control-socket "$CTL" --compose-file "$T/app-compose.json" \
+	--runtime-file "$T/rt2.json" --interval 0.2 2>"$T/server4.log" &
+SERVER_PID=$!
+ok "$(wait_for 20 served '"healthy": true'; echo $?)" "restart: healthy, written after the runtime file"
+view=$("$BIN" status --control-socket "$CTL")
+mlike "$view" "  the app started [0-9T:.-]+Z \\(runtime file\\); not before it" \
+	"status: the start the file is judged against, and what marked it"
+touch "$T/rt2.json"
+ok "$(wait_for 20 served "written [0-9]+ s before the app's current start"; echo $?)" \
+	"restart: the runtime file rewritten, the previous run's file is not trusted"
+view=$("$BIN" status --control-socket "$CTL")
+mlike "$view" "  the app started [0-9T:.-]+Z \\(runtime file\\); written before it" \
+	"status: says the file was written before the start"
+printf 'healthy\n%s\n' "$(now)" >"$T/st/run.new" && mv "$T/st/run.new" "$T/st/run"
+ok "$(wait_for 20 served '"healthy": true'; echo $?)" "restart: healthy once the app writes anew"
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 SERVER_PID=

@@ -3,13 +3,28 @@
  *   docker_list HOST PROJECT TIMEOUT_MS   one line per container, or
  *                                         "error: ..." and exit status 1
  *   docker_list --check HOST              docker_check_opts only
- * DOCKER_TLS_VERIFY and DOCKER_CERT_PATH are read as the docker CLI does. */
+ * DOCKER_TLS_VERIFY and DOCKER_CERT_PATH are read as the docker CLI does;
+ * DOCKER_LIST_INSPECT names ids (space-separated) to inspect whatever the list
+ * says, as the agent does for a container the events said is being stopped. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "runtime/docker.h"
+
+static bool named(void *ids, const char *id)
+{
+	const char *p = ids;
+	size_t n = strlen(id);
+	while ((p = strstr(p, id)))
+		if ((p == ids || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return true;
+		else
+			p += n;
+	return false;
+}
 
 int main(int argc, char **argv)
 {
@@ -31,6 +46,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o.host = argv[1];
+	const char *ids = getenv("DOCKER_LIST_INSPECT");
+	if (ids && *ids) {
+		o.must_inspect = named;
+		o.must_inspect_arg = (void *)ids;
+	}
 	struct container_list l = { 0 };
 	int64_t deadline = clock_mono_ms() + atoll(argv[3]);
 	if (docker_list(&o, argv[2], NULL, deadline, &l, &err) < 0) {

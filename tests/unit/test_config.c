@@ -316,6 +316,8 @@ static const struct {
 	  "must be a number of seconds" },
 	{ "min_refresh_spacing", "--min-refresh-spacing", "DSTACK_HEALTHD_MIN_REFRESH_SPACING",
 	  "-1", "-1", "must be a number of seconds" },
+	{ "service_gap", "--service-gap", "DSTACK_HEALTHD_SERVICE_GAP", "0", "0",
+	  "must be a number of seconds" },
 	{ "docker_host", "--docker-host", "DSTACK_HEALTHD_DOCKER_HOST", "bogus", "\"bogus\"",
 	  "invalid Docker host \"bogus\"" },
 	{ "docker_tls_verify", "--docker-tls-verify", "DSTACK_HEALTHD_DOCKER_TLS_VERIFY", "maybe",

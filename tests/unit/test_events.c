@@ -144,8 +144,8 @@ static void test_target(void)
 	is_int(r, 0, "target: built");
 	is_str(t.p,
 	       "/v1.41/events?filters=%7B%22type%22%3A%5B%22container%22%5D%2C%22label%22%3A%5B"
-	       "%22com.docker.compose.project%3Dmy%20app%22%5D%2C%22event%22%3A%5B%22start%22%2C"
-	       "%22die%22%2C%22destroy%22%2C%22pause%22%2C%22unpause%22%2C%22health_status%22%5D%7D",
+	       "%22com.docker.compose.project%3Dmy%20app%22%5D%2C%22event%22%3A%5B%22kill%22%2C"
+	       "%22stop%22%2C%22start%22%2C%22die%22%2C%22destroy%22%2C%22pause%22%2C%22unpause%22%2C%22health_status%22%5D%7D",
 	       "target: the project's label and the actions, URL-encoded");
 	json_buf_free(&t);
 	r = events_target(152, "a\"b", &t);
@@ -248,6 +248,59 @@ static void test_parse(void)
 		}
 		if (r < 0)
 			ok(err.msg[0] != '\0', "parse: %s: says why (%s)", parse_cases[i].name, err.msg);
+	}
+}
+
+/* A kill as moby logs it (daemon/kill.go): the container's id, the signal in
+ * decimal among the attributes, the time in ns. */
+#define KILL(id, attrs, time)                                                             \
+	"{\"status\":\"kill\",\"id\":\"" id "\",\"Type\":\"container\",\"Action\":\"kill\","  \
+	"\"Actor\":{\"ID\":\"" id "\",\"Attributes\":{\"com.docker.compose.project\":\"p\","     \
+	"\"name\":\"p_web_1\"" attrs "}},\"scope\":\"local\",\"time\":1,\"timeNano\":" time "}"
+#define ID64 "c210b328f8dd5f3e8a4b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f"
+
+static const struct {
+	const char *name, *line;
+	const char *id;
+	int signal;
+	long long time_ns;
+} kill_cases[] = {
+	{ "docker stop: its stop signal, SIGTERM", KILL(ID64, ",\"signal\":\"15\"",
+	  "1767225600123456789"), ID64, 15, 1767225600123456789LL },
+	{ "docker kill: SIGKILL", KILL("abc", ",\"signal\":\"9\"", "5"), "abc", 9, 5 },
+	{ "docker kill -s HUP: read like any other", KILL("abc", ",\"signal\":\"1\"", "5"),
+	  "abc", 1, 5 },
+	{ "no signal attribute: unknown", KILL("abc", "", "5"), "abc", -1, 5 },
+	{ "a signal that is not a number: unknown",
+	  KILL("abc", ",\"signal\":\"TERM\"", "5"), "abc", -1, 5 },
+	{ "a signal out of range: unknown", KILL("abc", ",\"signal\":\"1000\"", "5"), "abc",
+	  -1, 5 },
+	{ "signal 0: unknown", KILL("abc", ",\"signal\":\"0\"", "5"), "abc", -1, 5 },
+	{ "a signal with a sign: unknown", KILL("abc", ",\"signal\":\"+9\"", "5"), "abc", -1,
+	  5 },
+	{ "an id that is not hex is not kept", KILL("../x", ",\"signal\":\"9\"", "5"), "", 9,
+	  5 },
+	{ "an id longer than Docker's is not kept",
+	  KILL(ID64 "0", ",\"signal\":\"9\"", "5"), "", 9, 5 },
+	{ "no timeNano: 0", KILL("abc", ",\"signal\":\"9\"", "\"x\""), "abc", 9, 0 },
+	{ "a die carries no signal", EV("container", "die", "p"), "abc", 0, 1 },
+};
+
+static void test_parse_kill(void)
+{
+	for (size_t i = 0; i < sizeof(kill_cases) / sizeof(kill_cases[0]); i++) {
+		struct event ev;
+		struct errbuf err = { "" };
+		const char *l = kill_cases[i].line;
+		memset(&ev, 0x55, sizeof(ev));
+		int r = events_parse(l, strlen(l), "p", &ev, &err);
+		is_int(r, 1, "kill: %s: an event of the project", kill_cases[i].name);
+		if (r != 1)
+			continue;
+		is_str(ev.id, kill_cases[i].id, "kill: %s: the id", kill_cases[i].name);
+		is_int(ev.signal, kill_cases[i].signal, "kill: %s: the signal", kill_cases[i].name);
+		ok(ev.time_ns == kill_cases[i].time_ns, "kill: %s: the time (%lld)",
+		   kill_cases[i].name, (long long)ev.time_ns);
 	}
 }
 
@@ -368,6 +421,7 @@ int main(void)
 	test_target();
 	test_lines();
 	test_parse();
+	test_parse_kill();
 	test_stream();
 	test_stream_chunk_size();
 	return done_testing();

@@ -44,6 +44,18 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* One inspect object, parsed into *c (free with container_free). */
+static int parse_doc(const char *doc, struct container *c, struct errbuf *e)
+{
+	struct json j;
+	int r = json_parse(&j, doc, strlen(doc), 256, e);
+	if (r == 0) {
+		r = inspect_parse_object(&j, 0, c, e);
+		json_free(&j);
+	}
+	return r;
+}
+
 static void test_recorded_docker(void)
 {
 	/* Values read off the recording with Python (json + calendar.timegm). */
@@ -197,18 +209,14 @@ static void test_project_label(void)
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char in[512];
-		struct json j;
 		struct container c = { 0 };
 		struct errbuf e = { "" };
 		snprintf(in, sizeof(in), "{\"Id\":\"a\",\"State\":{}%s}", cases[i].config);
-		int r = json_parse(&j, in, strlen(in), 256, &e);
-		if (r == 0)
-			r = inspect_parse_object(&j, 0, &c, &e);
+		int r = parse_doc(in, &c, &e);
 		is_int(r, 0, "project label case %zu parses (%s)", i, e.msg);
 		is_str(c.project ? c.project : "(null)", cases[i].want ? cases[i].want : "(null)",
 		       "project label case %zu", i);
 		container_free(&c);
-		json_free(&j);
 	}
 }
 
@@ -298,16 +306,52 @@ static void test_healthcheck_config(void)
 		snprintf(doc, sizeof(doc),
 			 "{\"Id\":\"a\",\"Name\":\"/w\",\"State\":{\"Status\":\"created\"}%s}",
 			 cases[i].config);
-		struct json j;
 		struct container c = { 0 };
 		struct errbuf e = { "" };
-		int r = json_parse(&j, doc, strlen(doc), 256, &e);
-		if (r == 0)
-			r = inspect_parse_object(&j, 0, &c, &e);
+		int r = parse_doc(doc, &c, &e);
 		ok(r == 0 && c.healthcheck_configured == cases[i].want,
 		   "healthcheck configured = %d for {%s} (%s)", cases[i].want, cases[i].config, e.msg);
 		container_free(&c);
-		json_free(&j);
+	}
+}
+
+/* Issue 29: what says a container is being stopped. Docker's stop signal;
+ * nerdctl's label, set by `nerdctl stop` and `kill` before they signal. */
+static void test_stop_facts(void)
+{
+	static const struct {
+		const char *config, *signal;
+		bool stopped;
+		int want_r;
+	} cases[] = {
+		{ "", NULL, false, 0 },
+		{ ",\"Config\":{\"StopSignal\":\"SIGQUIT\"}", "SIGQUIT", false, 0 },
+		{ ",\"Config\":{\"StopSignal\":null}", NULL, false, 0 },
+		{ ",\"Config\":{\"StopSignal\":15}", NULL, false, -EINVAL },
+		{ ",\"Config\":{\"Labels\":{\"containerd.io/restart.explicitly-stopped\":\"true\"}}",
+		  NULL, true, 0 },
+		{ ",\"Config\":{\"Labels\":{\"containerd.io/restart.explicitly-stopped\":\"false\"}}",
+		  NULL, false, 0 },
+		{ ",\"Config\":{\"Labels\":{\"containerd.io/restart.explicitly-stopped\":true}}",
+		  NULL, false, 0 },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char doc[512];
+		snprintf(doc, sizeof(doc), "{\"Id\":\"a\",\"State\":{\"Status\":\"running\"}%s}",
+			 cases[i].config);
+		struct container c = { 0 };
+		struct errbuf e = { "" };
+		int r = parse_doc(doc, &c, &e);
+		is_int(r, cases[i].want_r, "stop facts {%s}: parsed (%s)", cases[i].config, e.msg);
+		if (r == 0) {
+			is_str(c.stop_signal, cases[i].signal, "stop facts {%s}: StopSignal",
+			       cases[i].config);
+			is_int(c.explicitly_stopped, cases[i].stopped,
+			       "stop facts {%s}: explicitly stopped", cases[i].config);
+			ok(!c.stopping, "stop facts {%s}: not judged stopping by the parser",
+			   cases[i].config);
+		}
+		container_free(&c);
 	}
 }
 
@@ -351,6 +395,7 @@ int main(void)
 	test_errors();
 	test_project_label();
 	test_healthcheck_config();
+	test_stop_facts();
 	test_array();
 	return done_testing();
 }

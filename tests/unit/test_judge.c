@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/container.h"
+#include "tests/lib/entries.h"
 #include "tests/lib/tap.h"
 
 #define MAXC 5
@@ -128,6 +129,24 @@ static const struct jcase cases[] = {
 	  { { .name = "web", .state = "exited", .health = "healthy",
 	      .started_at_ns = 200 * S, .health_log_end_ns = 100 * S } }, 1,
 	  "web=exited (last health check: healthy)" },
+	/* Issue 29: told to stop, whatever health Docker still reports. */
+	{ "stopping while Docker still says healthy",
+	  { { .name = "web", .state = "running", .running = true, .health = "healthy",
+	      .stopping = true } }, 1, "web=stopping (last health check: healthy)" },
+	{ "stopping beside a healthy one",
+	  { RUN("api", "healthy"), { .name = "web", .state = "running", .running = true,
+				     .health = "healthy", .stopping = true } }, 2,
+	  "web=stopping (last health check: healthy)" },
+	{ "stopping, probe configured, no result yet",
+	  { { .name = "web", .state = "running", .running = true,
+	      .healthcheck_configured = true, .stopping = true } }, 1,
+	  "web=stopping (last health check: none yet)" },
+	{ "stopping and already exited: the state speaks",
+	  { { .name = "web", .state = "exited", .health = "unhealthy", .stopping = true } }, 1,
+	  "web=exited (last health check: unhealthy)" },
+	{ "stopping without a healthcheck is not judged",
+	  { RUN("api", "healthy"), { .name = "proxy", .state = "running", .running = true,
+				     .stopping = true } }, 2, "" },
 	{ "two failing, sorted by name",
 	  { RUN("zeta", "starting"), RUN("alpha", "unhealthy"), RUN("mid", "healthy") }, 3,
 	  "alpha=unhealthy|zeta=starting" },
@@ -150,16 +169,6 @@ static const struct jcase cases[] = {
 	  { RUN("we\nb", "bad\x1b[0m") }, 1, "we?b=bad?[0m" },
 };
 
-/* Renders a verdict's entries as "name=status|..." for comparison. */
-static void render(const struct verdict *v, char *buf, size_t n)
-{
-	size_t off = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; i < v->n_entries && off < n; i++)
-		off += (size_t)snprintf(buf + off, n - off, "%s%s=%s", i ? "|" : "",
-					v->entries[i].name, v->entries[i].status);
-}
-
 static void test_cases(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -171,7 +180,7 @@ static void test_cases(void)
 		v.healthy = !tc->want[0] ? false : true; /* must be overwritten */
 		int r = containers_judge(&l, &v);
 		is_int(r, 0, "%s: judged", tc->what);
-		render(&v, got, sizeof(got));
+		entries_render(&v, got, sizeof(got));
 		is_str(got, tc->want, "%s: entries", tc->what);
 		is_int(v.healthy, !tc->want[0], "%s: healthy iff no entries", tc->what);
 		ok(v.error == NULL, "%s: no error", tc->what);

@@ -32,6 +32,7 @@
 /* nerdctl compose run sets no com.docker.compose.oneoff label. */
 #define ONEOFF "web-run-1|exited|0|0|(none)|1795983300000000000|0|0\n"
 #define PAUSED "web-2|paused|0|1|healthy|1795983001500000000|1795983061500000001|0\n"
+#define STOPPING "web-3|running|1|0|healthy|1795983001500000000|1795983061500000001|0\n"
 #define QUEUE "queue-1|running|1|0|(none)|1795983120250000000|0|0\n"
 #define AS_IT_PRINTS "web-healthy.json\nweb-paused.json\nqueue-healthcheck-not-run.json\n"
 #define CREATED "cache-1|created|0|0|(none)|0|0|0\n"
@@ -77,6 +78,11 @@ static const struct scenario scenarios[] = {
 	  "dstack", NULL, NULL, 10000, 0, WEB PAUSED QUEUE, 0, 10000, 2,
 	  "queue-1=starting (no health check has run yet)\n"
 	  "web-2=paused (last health check: healthy)\n" },
+	/* Issue 29: nerdctl has no events; `nerdctl stop` labels the container
+	 * explicitly stopped before it signals, and the next refresh sees it. */
+	{ "being stopped: still running and healthy, labelled explicitly stopped",
+	  "web-healthy.json\nweb-stopping.json\n", "", "dstack", NULL, NULL, 10000, 0,
+	  WEB STOPPING, 0, 10000, 2, "web-3=stopping (last health check: healthy)\n" },
 	{ "removed between ps and inspect, in containerd's words: gone once ps confirms",
 	  "db-no-health.json\n", "removed inspect.containerd", "dstack", NULL, NULL, 30000, 0,
 	  "", 0, 30000, 3 },

@@ -16,7 +16,8 @@
 
 #define NOW 1771234567
 
-static const char STALE[] = "written 61 s ago; older than 60 s counts as unhealthy";
+#define STALE_AT(s) "written " s " s ago; older than 60 s counts as unhealthy"
+static const char STALE[] = STALE_AT("61");
 static const char EMPTY[] = "the status file is empty";
 static const char ONE_LINE[] = "the status file has only one line; line 2 must be "
 			       "the Unix timestamp at which it was written";
@@ -27,6 +28,19 @@ static const char BAD_TIME[] = "line 2 is not a Unix timestamp in seconds";
 static const char FUTURE[] = AHEAD("61");
 static const char NOT_UTF8[] = "the status file cannot be read as text: it is not valid UTF-8";
 static const char REPORTS[] = "the app reports unhealthy";
+
+/* One parse's outcome: healthy with no reason (want NULL), or not healthy
+ * with want as the reason. */
+static void check_parse(bool h, const char *reason, const char *want, const char *what)
+{
+	if (!want) {
+		ok(h, "%s: healthy", what);
+		is_str(reason, "", "%s: no reason", what);
+	} else {
+		ok(!h, "%s: not healthy", what);
+		is_str(reason, want, "%s: reason", what);
+	}
+}
 
 static void test_parse(void)
 {
@@ -112,14 +126,45 @@ static void test_parse(void)
 		if (strstr(cases[i].what, "NUL"))
 			len = sizeof("heal\0thy\n1771234567\n") - 1;
 		bool h = statusfile_parse(cases[i].in, len, NOW, reason, sizeof(reason));
-		if (!cases[i].want) {
-			ok(h, "%s: healthy", cases[i].what);
-			is_str(reason, "", "%s: no reason", cases[i].what);
-		} else {
-			ok(!h, "%s: not healthy", cases[i].what);
-			is_str(reason, cases[i].want, "%s: reason", cases[i].what);
-		}
+		check_parse(h, reason, cases[i].want, cases[i].what);
 	}
+}
+
+/* Issue 29: written before the app's current start (the runtime file's
+ * mtime, or the boot) is not healthy, fresh or not; 0 is "not known". */
+static void test_since_start(void)
+{
+#define BEFORE(s) "written " s " s before the app's current start; a status file from " \
+		  "before the start is not trusted"
+	static const struct {
+		const char *what, *in;
+		int64_t start;
+		const char *want; /* NULL: healthy */
+	} cases[] = {
+		{ "since start: no start known", "healthy\n1771234527\n", 0, NULL },
+		{ "since start: written after the start", "healthy\n1771234560\n", NOW - 10, NULL },
+		{ "since start: written the second of the start", "healthy\n1771234557\n", NOW - 10, NULL },
+		{ "since start: written a second before the start", "healthy\n1771234556\n", NOW - 10,
+		  BEFORE("1") },
+		{ "since start: the previous run's, 30 s before a restart", "healthy\n1771234527\n", NOW - 10,
+		  BEFORE("30") },
+		{ "since start: before the start and stale: the age is named first", "healthy\n1771234000\n",
+		  NOW - 10, STALE_AT("567") },
+		{ "before the start and unhealthy: the start is named first",
+		  "unhealthy\n1771234527\n", NOW - 10, BEFORE("30") },
+		{ "since start: before the start and a bad word: the start first", "maybe\n1771234527\n",
+		  NOW - 10, BEFORE("30") },
+		{ "since start: a start in the future (a clock step) fails closed", "healthy\n1771234567\n",
+		  NOW + 5, BEFORE("5") },
+		{ "since start: a bad line 2 is named before the start", "healthy\nsoon\n", NOW - 10, BAD_TIME },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char reason[256] = "untouched";
+		bool h = statusfile_parse_since(cases[i].in, strlen(cases[i].in), NOW,
+						cases[i].start, reason, sizeof(reason));
+		check_parse(h, reason, cases[i].want, cases[i].what);
+	}
+#undef BEFORE
 }
 
 /* The reason never quotes the file's bytes. */
@@ -326,6 +371,7 @@ static void test_files(void)
 int main(void)
 {
 	test_parse();
+	test_since_start();
 	test_never_quoted();
 	snprintf(dir, sizeof(dir), "%s/statusfile.XXXXXX", P_tmpdir);
 	if (!mkdtemp(dir)) {

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The kills Docker's event stream reported, until the refresh has used them
+ * (runtime/stops.h; docs/design.md §4, "Stopping"). */
+#include "runtime/stops.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct kill_fact {
+	char id[65];
+	uint64_t signals; /* bit n-1: signal n was sent (1..64) */
+	bool unknown;     /* a kill whose signal could not be read */
+	int64_t at_ns;    /* the last kill's timeNano, 0 when unknown */
+	uint64_t seq;     /* when it was noted (stops_mark's count) */
+};
+
+struct stops {
+	pthread_mutex_t lock;
+	struct kill_fact v[STOPS_MAX];
+	size_t n;
+	uint64_t seq;
+};
+
+int stops_new(struct stops **out)
+{
+	struct stops *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return 0;
+}
+
+void stops_free(struct stops *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+static struct kill_fact *find(struct stops *t, const char *id)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->v[i].id, id) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+static void forget(struct stops *t, struct kill_fact *f)
+{
+	*f = t->v[--t->n];
+}
+
+/* A slot for id: its own, a free one, or the oldest one's. */
+static struct kill_fact *slot(struct stops *t, const char *id)
+{
+	struct kill_fact *f = find(t, id);
+	if (f)
+		return f;
+	if (t->n == STOPS_MAX) {
+		f = &t->v[0];
+		for (size_t i = 1; i < t->n; i++)
+			if (t->v[i].seq < f->seq)
+				f = &t->v[i];
+	} else {
+		f = &t->v[t->n++];
+	}
+	memset(f, 0, sizeof(*f));
+	memcpy(f->id, id, strlen(id) + 1);
+	return f;
+}
+
+bool stops_note(struct stops *t, const struct event *ev)
+{
+	bool kill = strcmp(ev->action, "kill") == 0;
+	bool gone = strcmp(ev->action, "start") == 0 || strcmp(ev->action, "destroy") == 0;
+	if (!ev->id[0] || (!kill && !gone))
+		return false;
+	bool changed = false;
+	pthread_mutex_lock(&t->lock);
+	struct kill_fact *f = find(t, ev->id);
+	if (kill) {
+		f = slot(t, ev->id);
+		if (ev->signal >= 1 && ev->signal <= 64)
+			f->signals |= 1ull << (ev->signal - 1);
+		else
+			f->unknown = true;
+		f->at_ns = ev->time_ns;
+		f->seq = ++t->seq;
+		changed = true;
+	} else if (f) {
+		forget(t, f);
+		changed = true;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return changed;
+}
+
+uint64_t stops_mark(struct stops *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t s = t->seq;
+	pthread_mutex_unlock(&t->lock);
+	return s;
+}
+
+bool stops_has(struct stops *t, const char *id)
+{
+	pthread_mutex_lock(&t->lock);
+	bool has = id && find(t, id) != NULL;
+	pthread_mutex_unlock(&t->lock);
+	return has;
+}
+
+/* moby's pkg/signal SignalMap for Linux (v20.10.24 signal_linux.go; master
+ * moves it to moby/sys/signal): the names without "SIG". */
+static const struct {
+	const char *name;
+	int sig;
+} signal_names[] = {
+	{ "ABRT", SIGABRT }, { "ALRM", SIGALRM }, { "BUS", SIGBUS },	   { "CHLD", SIGCHLD },
+	{ "CLD", SIGCHLD },  { "CONT", SIGCONT }, { "FPE", SIGFPE },	   { "HUP", SIGHUP },
+	{ "ILL", SIGILL },   { "INT", SIGINT },	  { "IO", SIGIO },	   { "IOT", SIGIOT },
+	{ "KILL", SIGKILL }, { "PIPE", SIGPIPE }, { "POLL", SIGPOLL },	   { "PROF", SIGPROF },
+	{ "PWR", SIGPWR },   { "QUIT", SIGQUIT }, { "SEGV", SIGSEGV },	   { "STKFLT", SIGSTKFLT },
+	{ "STOP", SIGSTOP }, { "SYS", SIGSYS },	  { "TERM", SIGTERM },	   { "TRAP", SIGTRAP },
+	{ "TSTP", SIGTSTP }, { "TTIN", SIGTTIN }, { "TTOU", SIGTTOU },	   { "URG", SIGURG },
+	{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "VTALRM", SIGVTALRM }, { "WINCH", SIGWINCH },
+	{ "XCPU", SIGXCPU }, { "XFSZ", SIGXFSZ },
+};
+
+/* moby's own numbers for the real-time signals (sigrtmin 34, sigrtmax 64),
+ * not glibc's SIGRTMIN, which reserves some for itself. */
+#define MOBY_RTMIN 34
+#define MOBY_RTMAX 64
+
+/* "RTMIN", "RTMIN+n" (n 1..15), "RTMAX", "RTMAX-n" (n 1..14). */
+static int rt_signal(const char *s)
+{
+	int base, sign;
+	if (strncmp(s, "RTMIN", 5) == 0) {
+		base = MOBY_RTMIN;
+		sign = 1;
+	} else if (strncmp(s, "RTMAX", 5) == 0) {
+		base = MOBY_RTMAX;
+		sign = -1;
+	} else {
+		return -1;
+	}
+	s += 5;
+	if (!*s)
+		return base;
+	if (*s != (sign > 0 ? '+' : '-') || !s[1] || strspn(s + 1, "0123456789") != strlen(s + 1) ||
+	    strlen(s + 1) > 2)
+		return -1;
+	int n = atoi(s + 1);
+	return n >= 1 && n <= (sign > 0 ? 15 : 14) ? base + sign * n : -1;
+}
+
+int stops_parse_signal(const char *s)
+{
+	if (!s || !*s)
+		return SIGTERM;
+	size_t n = strlen(s);
+	if (strspn(s, "0123456789") == n) {
+		if (n > 3)
+			return -1;
+		int v = atoi(s);
+		return v >= 1 && v <= 64 ? v : -1;
+	}
+	char up[16];
+	if (n >= sizeof(up))
+		return -1;
+	for (size_t i = 0; i <= n; i++)
+		up[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 'a' + 'A') : s[i];
+	const char *name = strncmp(up, "SIG", 3) == 0 ? up + 3 : up;
+	for (size_t i = 0; i < sizeof(signal_names) / sizeof(signal_names[0]); i++)
+		if (strcmp(name, signal_names[i].name) == 0)
+			return signal_names[i].sig;
+	return rt_signal(name);
+}
+
+static struct container *listed(struct container_list *l, const char *id)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].id && strcmp(l->v[i].id, id) == 0)
+			return &l->v[i];
+	return NULL;
+}
+
+/* Running as Docker means it: Running is also true while paused or
+ * restarting, and those states speak for themselves. */
+static bool running(const struct container *c)
+{
+	return c->running && !c->paused && c->state && strcmp(c->state, "running") == 0;
+}
+
+/* Whether the kills noted in f stop c; false also when f is to be forgotten. */
+static bool stops_container(const struct kill_fact *f, const struct container *c)
+{
+	if (!running(c))
+		return false;
+	if (f->at_ns > 0 && c->started_at_ns > f->at_ns)
+		return false;
+	int sig = stops_parse_signal(c->stop_signal);
+	if (f->unknown || sig < 1 || sig > 64)
+		return true;
+	return (f->signals & (1ull << (SIGKILL - 1))) || (f->signals & (1ull << (sig - 1)));
+}
+
+void stops_apply(struct stops *t, struct container_list *l, uint64_t mark)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n;) {
+		struct kill_fact *f = &t->v[i];
+		struct container *c = listed(l, f->id);
+		bool stop = c && stops_container(f, c);
+		if (stop)
+			c->stopping = true;
+		/* What the refresh listed may predate a kill noted since: that
+		 * one is for the next refresh to judge. */
+		if (stop || f->seq > mark)
+			i++;
+		else
+			forget(t, f);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
