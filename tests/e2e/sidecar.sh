@@ -63,6 +63,8 @@ judged() { judge; [ "$J" = "$1" ]; }
 UNHEALTHY_FILE='{"healthy":false,"unhealthy":[{"name":"<health_file>","status":"the app reports unhealthy"}],"error":""}'
 line1() { head -n1 "$OUT/status" 2>/dev/null; }
 line2() { sed -n 2p "$OUT/status" 2>/dev/null; }
+# For wait_for, which runs its command again each time.
+line1_is() { [ "$(line1)" = "$1" ]; }
 
 dh_compose sidecar sidecar.yml up -d >"$DH_T/up.log" 2>&1
 ok $? "docker-compose up -d of the web service and the sidecar"
@@ -100,7 +102,7 @@ is "$J" "$HEALTHD_OK" "it passes again: the file turns healthy"
 T0=$(dh_now_ms)
 "$DH_DOCKER" exec "$SC" dstack-healthd drain --wait >"$DH_T/drain.out" 2>&1
 ok $? "docker exec dstack-healthd drain --wait (no poller: returns at once)"
-wait_for 10 test "$(line1)" = unhealthy
+wait_for 10 line1_is unhealthy
 is "$(line1)" unhealthy "the drain makes the file unhealthy"
 SINCE=$("$DH_DOCKER" exec "$SC" dstack-healthd status --json | python3 -c '
 import datetime, json, sys
