@@ -46,6 +46,11 @@ struct container {
 	int64_t probe_exit_code;
 	char *probe_output; /* as the runtime kept it; NULL when none */
 	int64_t failing_streak;
+	/* Config.StopTimeout (Compose's stop_grace_period), for the agent's own
+	 * container: the stop's grace before SIGKILL; unset means the
+	 * daemon's default, 10 s. */
+	bool has_stop_timeout;
+	int64_t stop_timeout_s;
 };
 
 struct container_list {
