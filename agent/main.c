@@ -30,6 +30,7 @@
 #include "agent/notify.h"
 #include "agent/refresh.h"
 #include "agent/source.h"
+#include "agent/stophold.h"
 #include "agent/vfile.h"
 #include "base/cache.h"
 #include "base/clock.h"
@@ -509,6 +510,10 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 			reload(argc, argv, a, cache, &view, &rf);
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 	notify_stopping();
+	/* A sidecar is the app's only way to say it is going (issue 29); an
+	 * agent with a listener is drained by its unit's ExecStop instead. */
+	if (*a->cfg.verdict_file && fd < 0)
+		stophold_run(&a->cfg, the_drain, the_vfile, sigs);
 	rc = EXIT_SUCCESS;
 out:
 	refresh_stop(rf, NULL);

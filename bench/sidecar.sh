@@ -43,8 +43,10 @@ printf '%s\n' '{"manifest_version":"3","name":"b","runner":"docker-compose","req
 	>"$DH_T/app-compose.json"
 # The timer at 60 s, so that only events explain a prompt write; the log at
 # info, as a sidecar runs.
+# SC_GA: the folder the test's guest agent stand-in listens in; none here.
+mkdir -p "$DH_T/ga"
 export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock SC_OUT=$OUT \
-	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=60 SC_LOG_LEVEL=info
+	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=60 SC_LOG_LEVEL=info SC_GA=$DH_T/ga
 # The reference's listener: a unix socket beside the file.
 sed 's|      DSTACK_HEALTHD_INTERVAL: ${SC_INTERVAL}|&\n      DSTACK_HEALTHD_LISTEN: unix:/verdict/h.sock|' \
 	tests/e2e/compose/sidecar.yml >"$DH_T/sidecar.yml"
