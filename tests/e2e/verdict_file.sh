@@ -7,8 +7,10 @@
 # at once (the timer is 60 s away: only the control thread's wake explains
 # a prompt write); a folder that goes missing is a failure logged once with
 # the path, shown in /status and /metrics, recovered once; no public
-# listener with `listen` empty, the control socket still serving; a stop
-# leaves the file; a relative path is refused at start.
+# listener with `listen` empty, the control socket still serving; then a
+# stop writes unhealthy and holds (a second signal ends the hold), while an
+# agent with a public listener leaves the file at stop; a relative path is
+# refused at start. Then the one writer (issue 28 §1), below.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -50,16 +52,29 @@ is "$(line1)" unhealthy "the drain reaches the file at once (the timer is 60 s a
 "$BIN" resume --control-socket "$CTL" >/dev/null 2>&1
 wait_for 10 line1_is healthy
 is "$(line1)" healthy "the resume too"
+# No public listener: a sidecar's stop writes unhealthy at once and holds
+# (tests/e2e/sidecar.sh shows the whole hold); a second signal ends it.
+kill -TERM "$AGENT"
+wait_for 10 line1_is unhealthy
+is "$(line1)" unhealthy "a sidecar's stop writes unhealthy at once"
+wait_for 20 grep -q 'stop: the verdict file says unhealthy; holding' "$T/agent.log"
+ok $? "...and holds its exit ($(grep -o 'at most [0-9.]* s' "$T/agent.log"): not in a container, no stop grace bounds it)"
+"$BIN" resume --control-socket "$CTL" >"$T/resume.out" 2>&1
+is "$?:$(line1)" "1:unhealthy" "resume cannot lift a stopping sidecar's drain (exit 1)"
 kill -TERM "$AGENT"
 reap 20 "$AGENT"
-is "$?" 0 "the agent stops (exit 0)"
-is "$(line1)" healthy "the stop left the file as it was"
+is "$?" 0 "a second SIGTERM ends the hold: the agent stops (exit 0)"
+like "$(cat "$T/agent.log")" 'stop: held [0-9.]+ s \(cut short by a second signal\); exiting with the verdict file unhealthy' \
+	"it says the hold was cut short"
+is "$(line1)" unhealthy "it exited leaving the file unhealthy"
 ok $([ -z "$(find "$OUT" -name 'status.*')" ]; echo $?) "no temporary file is left beside it"
 
-# A folder that goes missing, then comes back: refreshes every 0.2 s.
+# A folder that goes missing, then comes back: refreshes every 0.2 s. This
+# agent has a public listener: its stop leaves the file as it was (its
+# unit's drain is the way out of rotation, README "Draining").
 rm -rf "$OUT"
-"$BIN" --listen= --control-socket "$CTL" --compose-file "$T/app.json" --interval 0.2 \
-	--verdict-file "$OUT/status" >"$T/agent2.log" 2>&1 &
+"$BIN" --listen "unix:$T/public.sock" --control-socket "$CTL" --compose-file "$T/app.json" \
+	--interval 0.2 --verdict-file "$OUT/status" >"$T/agent2.log" 2>&1 &
 AGENT=$!
 PIDS+=($AGENT)
 failing() { [ "$(st | json 'd["verdict_file"]["failures"]')" -ge 5 ]; }
@@ -76,7 +91,8 @@ is "$(line1)" healthy "the folder back, the file is written again"
 wait_for 10 grep -q "notice: verdict file $OUT/status written again" "$T/agent2.log"
 is "$(grep -c 'written again' "$T/agent2.log")" 1 "the recovery is logged once, at notice"
 kill -TERM "$AGENT"
-wait "$AGENT"
+reap 20 "$AGENT"
+is "$?:$(line1)" "0:healthy" "with a public listener a stop leaves the file as it was (exit 0)"
 
 # --- A runtime that accepts and never answers (issue 28 §1). A Docker
 # stand-in serves a healthy project, then hangs every request: each refresh
@@ -99,7 +115,7 @@ printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requiremen
 printf '{"project":"demo","namespace":"","snapshotter":""}\n' >"$T/rt.json"
 rm -f "$OUT/status"
 "$BIN" --listen= --control-socket "$CTL" --compose-file "$T/gated.json" --runtime-file "$T/rt.json" \
-	--docker-host "unix://$T/d.sock" --interval 0.5 --refresh-timeout 12 \
+	--docker-host "unix://$T/d.sock" --interval 0.5 --refresh-timeout 12 --stop-hold 0.5 \
 	--verdict-file "$OUT/status" >"$T/agent3.log" 2>&1 &
 AGENT=$!
 PIDS+=($AGENT)
@@ -158,7 +174,7 @@ I2=$(ino)
 wait_for 10 ino_not "$I2"
 is "$(line1)" unhealthy "a resume while the verdict is stale writes unhealthy"
 kill -TERM "$AGENT"
-reap 20 "$AGENT"
+reap 30 "$AGENT"
 
 ERR=$("$BIN" --verdict-file rel/status --compose-file "$T/app.json" 2>&1)
 is "$?:$ERR" "2:dstack-healthd: error: --verdict-file: 'rel/status' is not an absolute path" \
