@@ -279,10 +279,9 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	opview_publish_config(view, &a->cfg);
 	if (the_drain)
 		drain_set_window(the_drain, a->cfg.drain_window_ms);
-	int r = vfile_set_path(the_vfile, a->cfg.verdict_file);
-	if (r < 0)
-		log_msg(LOG_ERR, "verdict file: cannot start its writer: %s", strerror(-r));
-	r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, the_vfile, rf, &err);
+	if (vfile_set_path(the_vfile, a->cfg.verdict_file) < 0)
+		log_msg(LOG_ERR, "out of memory");
+	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, the_vfile, rf, &err);
 	refresh_state_free(&st);
 	if (r < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
@@ -447,7 +446,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		.header_timeout_ms = a->cfg.header_timeout_ms,
 		.pollers = &view.pollers,
 	};
-	if (vfile_new(cache, &the_vfile) < 0 ||
+	if (vfile_new(cache, pthread_self(), &the_vfile) < 0 ||
 	    drain_new(cache, &view.pollers, a->cfg.drain_window_ms, drain_changed, &view,
 		      &the_drain) < 0) {
 		log_msg(LOG_ERR, "out of memory");
@@ -494,9 +493,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	notify_ready(!a->m.ok		    ? "unhealthy: app-compose.json cannot be used"
 		     : a->m.app.health_check ? "started; health not determined yet"
 					     : "healthy: health_check is off");
-	int r = vfile_set_path(the_vfile, a->cfg.verdict_file);
-	if (r < 0) {
-		log_msg(LOG_ERR, "verdict file: cannot start its writer: %s", strerror(-r));
+	if (vfile_set_path(the_vfile, a->cfg.verdict_file) < 0) {
+		log_msg(LOG_ERR, "out of memory");
 		goto out;
 	}
 	if (refresh_start(&a->cfg, &a->m, cache, NULL, &view, the_vfile, &rf, &err) < 0) {
@@ -505,9 +503,16 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	}
 
 	int sig = 0;
-	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
-		if (sig == SIGHUP)
+	for (;;) {
+		if (sigwait(sigs, &sig) != 0)
+			continue;
+		if (sig == VFILE_SIGNAL)
+			vfile_run(the_vfile);
+		else if (sig == SIGHUP)
 			reload(argc, argv, a, cache, &view, &rf);
+		else
+			break;
+	}
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 	notify_stopping();
 	/* A sidecar is the app's only way to say it is going (issue 29); an
@@ -582,6 +587,7 @@ int main(int argc, char *argv[])
 		sigaddset(&sigs, SIGTERM);
 		sigaddset(&sigs, SIGINT);
 		sigaddset(&sigs, SIGHUP);
+		sigaddset(&sigs, VFILE_SIGNAL);
 		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 		signal(SIGPIPE, SIG_IGN);
 		malloc_tune();

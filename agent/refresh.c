@@ -193,8 +193,9 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 	pthread_mutex_unlock(&rf->lock);
 	rf->ran_once = true;
 	if (rf->vfile) {
-		/* The view shows this refresh's write: a short wait, bounded
-		 * so that a slow disk only makes the view lag. */
+		/* The view shows this refresh's write; it was made here unless
+		 * another thread was writing at that moment (a short wait,
+		 * bounded: a slow disk only makes the view lag). */
 		vfile_wait(rf->vfile, rf->vfile_asked, clock_mono_ms() + 1000);
 		vfile_stats(rf->vfile, &rf->view->vfile);
 	}
@@ -259,9 +260,9 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
 	publish(rf, &rf->st.current);
-	/* After the publish: the writer reads what is served from the cache. */
+	/* After the publish: the write reads what is served from the cache. */
 	if (rf->vfile)
-		rf->vfile_asked = vfile_ask(rf->vfile);
+		rf->vfile_asked = vfile_write(rf->vfile);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
 	*errp = err;

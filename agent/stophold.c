@@ -89,8 +89,9 @@ static int ask_guest(const struct http_endpoint *ep, bool *healthy, struct errbu
 }
 
 /* Waits until end (CLOCK_MONOTONIC ms) or a second stop signal: false
- * when the signal came. SIGHUP is no reload any more: ignored. */
-static bool wait_until(int64_t end, const sigset_t *sigs)
+ * when the signal came. The verdict file's asks are answered meanwhile (this
+ * thread is its writer); SIGHUP is no reload any more: ignored. */
+static bool wait_until(int64_t end, struct vfile *vf, const sigset_t *sigs)
 {
 	for (;;) {
 		int left = clock_left_ms(end);
@@ -100,6 +101,8 @@ static bool wait_until(int64_t end, const sigset_t *sigs)
 		int sig = sigtimedwait(sigs, NULL, &ts);
 		if (sig == SIGTERM || sig == SIGINT)
 			return false;
+		if (sig == VFILE_SIGNAL)
+			vfile_run(vf);
 	}
 }
 
@@ -107,7 +110,7 @@ static bool wait_until(int64_t end, const sigset_t *sigs)
  * when it did not within its re-read (and a little more), could not be
  * asked, or a second signal came (*cut). */
 static int64_t watch_guest(const struct config *cfg, int64_t start, int64_t bound,
-			   const sigset_t *sigs, bool *cut)
+			   struct vfile *vf, const sigset_t *sigs, bool *cut)
 {
 	struct http_endpoint ep;
 	struct errbuf err = { "" };
@@ -127,7 +130,7 @@ static int64_t watch_guest(const struct config *cfg, int64_t start, int64_t boun
 		}
 		if (!healthy)
 			return clock_mono_ms() - start;
-		if (!wait_until(asked + STOPHOLD_POLL_MS, sigs))
+		if (!wait_until(asked + STOPHOLD_POLL_MS, vf, sigs))
 			return *cut = true, -1;
 	}
 	log_msg(LOG_WARNING, "stop: the guest agent at %s still serves healthy %.3g s after the "
@@ -143,11 +146,10 @@ void stophold_run(const struct config *cfg, struct drain *d, struct vfile *vf,
 	int64_t worst = stophold_end(cfg->stop_hold_ms, -1, INT64_MAX);
 	if (drain_hold(d) < 0)
 		log_msg(LOG_ERR, "out of memory taking the instance out of rotation");
-	/* Written before the hold is counted: the gateways learn from the
-	 * file, not from the signal. */
-	uint64_t n = vfile_ask(vf);
-	if (!vfile_wait(vf, n, clock_mono_ms() + 2000))
-		log_msg(LOG_WARNING, "stop: the verdict file was not written within 2 s");
+	/* Written before the hold is counted (this thread is the writer):
+	 * the gateways learn from the file, not from the signal. */
+	vfile_ask(vf);
+	vfile_run(vf);
 	int64_t start = clock_mono_ms();
 	log_msg(LOG_NOTICE, "stop: the verdict file says unhealthy; holding the stop until the "
 			    "gateways can have heard it (at most %.3g s)",
@@ -157,12 +159,12 @@ void stophold_run(const struct config *cfg, struct drain *d, struct vfile *vf,
 				     "is %.3g s (stop_grace_period)",
 			(double)bound / 1000, (double)worst / 1000, (double)grace / 1000);
 	bool cut = false;
-	int64_t seen = watch_guest(cfg, start, bound, sigs, &cut);
+	int64_t seen = watch_guest(cfg, start, bound, vf, sigs, &cut);
 	if (seen >= 0)
 		log_msg(LOG_INFO, "stop: the guest agent serves unhealthy after %.3g s; one gateway "
 				  "poll more", (double)seen / 1000);
 	if (!cut)
-		cut = !wait_until(start + stophold_end(cfg->stop_hold_ms, seen, bound), sigs);
+		cut = !wait_until(start + stophold_end(cfg->stop_hold_ms, seen, bound), vf, sigs);
 	log_msg(LOG_NOTICE, "stop: held %.3g s%s; exiting with the verdict file unhealthy",
 		(double)(clock_mono_ms() - start) / 1000, cut ? " (cut short by a second signal)" : "");
 }

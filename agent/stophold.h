@@ -45,9 +45,10 @@ int stophold_endpoint(const char *addr, struct http_endpoint *ep, struct errbuf 
 struct config;
 struct vfile;
 struct drain;
-/* The hold itself, on the main thread after the stop signal: the drain
- * (which a resume cannot lift), the write, the wait for the guest agent
- * and the gateways. A second SIGTERM or SIGINT in sigs ends it at once. */
+/* The hold itself, on the main thread (vf's writer) after the stop signal:
+ * the drain (which a resume cannot lift), the write, the wait for the guest
+ * agent and the gateways. A second SIGTERM or SIGINT in sigs ends it at
+ * once. */
 void stophold_run(const struct config *cfg, struct drain *d, struct vfile *vf,
 		  const sigset_t *sigs);
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +15,18 @@
 
 struct vfile {
 	pthread_mutex_t lock; /* everything below */
-	pthread_cond_t asked_cond; /* to the thread: an ask or the stop */
-	pthread_cond_t done_cond;  /* to vfile_wait: a write ended */
+	pthread_cond_t done_cond; /* to vfile_wait: a write ended */
 	struct cache *cache;
+	pthread_t thread; /* the writer */
 	char *path;
 	uint64_t asked; /* the last ask's number */
 	uint64_t taken; /* the last number a write has started for */
 	uint64_t done;  /* the last number a write has ended for */
-	bool stop, running;
-	pthread_t thread;
-	struct opview_vfile st; /* written by the thread, under the lock */
+	bool writing;   /* a thread is in vfile_run's loop */
+	struct opview_vfile st; /* written by the writer, under the lock */
 };
 
-int vfile_new(struct cache *cache, struct vfile **out)
+int vfile_new(struct cache *cache, pthread_t thread, struct vfile **out)
 {
 	struct vfile *w = calloc(1, sizeof(*w));
 	if (!w)
@@ -34,11 +34,11 @@ int vfile_new(struct cache *cache, struct vfile **out)
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->asked_cond, &ca);
 	pthread_cond_init(&w->done_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&w->lock, NULL);
 	w->cache = cache;
+	w->thread = thread;
 	*out = w;
 	return 0;
 }
@@ -76,15 +76,17 @@ static void write_once(struct vfile *w, const char *path)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static void *loop(void *arg)
+void vfile_run(struct vfile *w)
 {
-	struct vfile *w = arg;
 	pthread_mutex_lock(&w->lock);
-	while (!w->stop) {
-		if (w->taken == w->asked || !w->path) {
-			pthread_cond_wait(&w->asked_cond, &w->lock);
-			continue;
-		}
+	/* One writer at a time, without a lock held over the write: the one
+	 * in the loop answers every ask made meanwhile. */
+	if (w->writing) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	w->writing = true;
+	while (w->taken != w->asked && w->path) {
 		/* Noted before the cache is read: whatever was asked up to
 		 * here changed the cache before it asked, so this write shows
 		 * it; an ask that comes later makes another write. */
@@ -100,8 +102,8 @@ static void *loop(void *arg)
 		w->done = n;
 		pthread_cond_broadcast(&w->done_cond);
 	}
+	w->writing = false;
 	pthread_mutex_unlock(&w->lock);
-	return NULL;
 }
 
 int vfile_set_path(struct vfile *w, const char *path)
@@ -112,24 +114,33 @@ int vfile_set_path(struct vfile *w, const char *path)
 	pthread_mutex_lock(&w->lock);
 	free(w->path);
 	w->path = p;
-	int r = 0;
-	if (p && !w->running) {
-		r = -pthread_create(&w->thread, NULL, loop, w);
-		w->running = r == 0;
-	}
 	pthread_mutex_unlock(&w->lock);
-	return r;
+	return 0;
+}
+
+static uint64_t take_number(struct vfile *w)
+{
+	pthread_mutex_lock(&w->lock);
+	uint64_t n = w->path ? ++w->asked : 0;
+	pthread_mutex_unlock(&w->lock);
+	return n;
 }
 
 uint64_t vfile_ask(struct vfile *w)
 {
-	pthread_mutex_lock(&w->lock);
-	uint64_t n = 0;
-	if (w->path) {
-		n = ++w->asked;
-		pthread_cond_signal(&w->asked_cond);
-	}
-	pthread_mutex_unlock(&w->lock);
+	uint64_t n = take_number(w);
+	/* Signals of one kind coalesce: one wake answers every ask before
+	 * it, as vfile_run writes until none is left. */
+	if (n)
+		pthread_kill(w->thread, VFILE_SIGNAL);
+	return n;
+}
+
+uint64_t vfile_write(struct vfile *w)
+{
+	uint64_t n = take_number(w);
+	if (n)
+		vfile_run(w);
 	return n;
 }
 
@@ -137,7 +148,7 @@ bool vfile_wait(struct vfile *w, uint64_t n, int64_t deadline)
 {
 	struct timespec ts = { .tv_sec = deadline / 1000, .tv_nsec = (deadline % 1000) * 1000000 };
 	pthread_mutex_lock(&w->lock);
-	while (w->done < n && w->running && clock_mono_ms() < deadline)
+	while (w->done < n && clock_mono_ms() < deadline)
 		pthread_cond_timedwait(&w->done_cond, &w->lock, &ts);
 	bool done = w->done >= n;
 	pthread_mutex_unlock(&w->lock);
@@ -155,15 +166,7 @@ void vfile_free(struct vfile *w)
 {
 	if (!w)
 		return;
-	pthread_mutex_lock(&w->lock);
-	w->stop = true;
-	pthread_cond_signal(&w->asked_cond);
-	bool running = w->running;
-	pthread_mutex_unlock(&w->lock);
-	if (running)
-		pthread_join(w->thread, NULL);
 	free(w->path);
-	pthread_cond_destroy(&w->asked_cond);
 	pthread_cond_destroy(&w->done_cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
