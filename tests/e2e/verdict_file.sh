@@ -60,7 +60,8 @@ is "$(line1)" unhealthy "a sidecar's stop writes unhealthy at once"
 wait_for 20 grep -q 'stop: the verdict file says unhealthy; holding' "$T/agent.log"
 ok $? "...and holds its exit ($(grep -o 'at most [0-9.]* s' "$T/agent.log"): not in a container, no stop grace bounds it)"
 "$BIN" resume --control-socket "$CTL" >"$T/resume.out" 2>&1
-is "$?:$(line1)" "1:unhealthy" "resume cannot lift a stopping sidecar's drain (exit 1)"
+is "$?:$(st | json 'd["drain"]["draining"]'):$(st | json 'd["drain"]["stopping"]')" "1:true:true" \
+	"resume cannot lift a stopping sidecar's drain (exit 1; /status: draining, stopping)"
 kill -TERM "$AGENT"
 reap 20 "$AGENT"
 is "$?" 0 "a second SIGTERM ends the hold: the agent stops (exit 0)"
