@@ -177,6 +177,41 @@ is "$(line1)" unhealthy "a resume while the verdict is stale writes unhealthy"
 kill -TERM "$AGENT"
 reap 30 "$AGENT"
 
+# --- The agent's own container reporting a health state of its own. Docker
+# from API 1.52 puts each running container's health in the list, so a
+# sidecar with a failing healthcheck of its own is listed unhealthy: it must
+# not be judged. The agent runs in a UTS namespace whose hostname is the
+# short id of a container the stand-in knows (no mountinfo line names one
+# on a host: the hostname is what is left), without a runtime file: the
+# project comes from that container's label.
+if unshare --uts true 2>/dev/null; then
+	SELF=0123456789ab
+	SELFID=${SELF}cdef0123456789abcdef0123456789abcdef0123456789abcdef
+	SELF_INSPECT='{"Id":"'$SELFID'","Name":"/demo-healthd-1","State":{"Status":"running","Running":true,"Paused":false,"StartedAt":"2026-12-02T10:00:00Z","Health":{"Status":"unhealthy","FailingStreak":3,"Log":[]}},"Config":{"Healthcheck":{"Test":["CMD","/no/such/probe"]},"Labels":{"com.docker.compose.project":"demo","com.docker.compose.service":"healthd"}}}'
+	LIST2='[{"Id":"'$WEB'","Names":["/demo-web-1"],"Labels":{"com.docker.compose.project":"demo","com.docker.compose.service":"web"},"State":"running","Health":{"Status":"healthy","FailingStreak":0}},{"Id":"'$SELFID'","Names":["/demo-healthd-1"],"Labels":{"com.docker.compose.project":"demo","com.docker.compose.service":"healthd"},"State":"running","Health":{"Status":"unhealthy","FailingStreak":3}}]'
+	printf '%s\n' "/v1\.52/containers/$SELF/json=status:200:$SELF_INSPECT" \
+		"/v1\.52/containers/json\?.*=status:200:$LIST2" >"$T/routes"
+	rm -f "$OUT/status"
+	unshare --uts sh -c 'hostname "$1" && shift && exec "$@"' sh "$SELF" \
+		"$BIN" --listen= --control-socket "$CTL" --compose-file "$T/gated.json" \
+		--runtime-file "$T/none.json" --docker-host "unix://$T/d.sock" --interval 0.5 \
+		--stop-hold 0.1 --log-level debug --verdict-file "$OUT/status" >"$T/agent4.log" 2>&1 &
+	AGENT=$!
+	PIDS+=($AGENT)
+	wait_for 30 line1_is healthy
+	is "$(line1)" healthy "the agent's own container, listed unhealthy, is not judged: the file says healthy"
+	like "$(st | json '[c["skipped"] for c in d["containers"] if c["name"] == "demo-healthd-1"]')" \
+		'"the agent itself"' "status shows it skipped as the agent itself"
+	like "$(cat "$T/agent4.log")" "running in container $SELF of Compose project demo \\(found by its hostname\\)" \
+		"found by its hostname, the last resort, as no mountinfo line names a container here"
+	kill -TERM "$AGENT"
+	wait_for 10 grep -q 'stop: the verdict file says unhealthy' "$T/agent4.log"
+	kill -TERM "$AGENT"
+	reap 20 "$AGENT"
+else
+	diag "unshare --uts is not allowed here: the own-container point is skipped"
+fi
+
 ERR=$("$BIN" --verdict-file rel/status --compose-file "$T/app.json" 2>&1)
 is "$?:$ERR" "2:dstack-healthd: error: --verdict-file: 'rel/status' is not an absolute path" \
 	"a relative path stops the agent at start (exit 2)"
