@@ -254,11 +254,15 @@ bench:
 	@# Docker events (issue 7): detection latency and the query rate under a
 	@# storm, on a private dockerd. Exit 1 means a target was missed: a
 	@# figure, not a failure; 2 is a setup error.
-	@[ "$$BENCH_ONLY" = sidecar ] || { bench/events.sh $(BUILD); rc=$$?; [ $$rc -le 1 ]; }
+	@[ "$$BENCH_ONLY" = sidecar ] || [ "$$BENCH_ONLY" = probes ] || \
+		{ bench/events.sh $(BUILD); rc=$$?; [ $$rc -le 1 ]; }
 	@# The sidecar (issue 21): Docker's event to the verdict file, its idle
 	@# memory in the container, the image's size; run alone by
 	@# BENCH_ONLY=sidecar (bench/run.sh).
 	@[ -n "$$BENCH_ONLY" ] || { bench/sidecar.sh $(BUILD); rc=$$?; [ $$rc -le 1 ]; }
+	@# The agent's own probes (issue 27): detection, recovery, 50 probes'
+	@# CPU and memory; run alone by BENCH_ONLY=probes (bench/run.sh).
+	@[ -n "$$BENCH_ONLY" ] || bench/probes.sh $(BUILD)
 
 $(BUILD)/bench/refresh_bench: bench/refresh_bench.c $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)

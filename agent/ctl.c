@@ -89,6 +89,27 @@ static const char *paint(const struct out *o, bool good)
 	return !o->colour ? "" : good ? "\033[32m" : "\033[31m";
 }
 
+/* The agent's own probe of a container (issue 27): target, status, last
+ * result and streak; or why its label was refused. */
+static void print_agent_probe(const struct json *j, int p)
+{
+	char target[256], status[32], reason[128], fail[16], pass[16], refused[256];
+	if (p < 0 || !json_is_object(j, p))
+		return;
+	str(j, json_get(j, p, "refused"), refused, sizeof(refused));
+	if (strcmp(refused, "-")) {
+		printf("  %-24s agent probe refused: %s\n", "", refused);
+		return;
+	}
+	str(j, json_get(j, p, "target"), target, sizeof(target));
+	str(j, json_get(j, p, "status"), status, sizeof(status));
+	str(j, json_get(j, p, "last_reason"), reason, sizeof(reason));
+	str(j, json_get(j, p, "failing_streak"), fail, sizeof(fail));
+	str(j, json_get(j, p, "passing_streak"), pass, sizeof(pass));
+	printf("  %-24s agent probe %s: %s, last %s, streak %s failed / %s passed\n", "",
+	       target, status, reason, fail, pass);
+}
+
 static void print_containers(const struct out *o, int arr)
 {
 	const struct json *j = o->j;
@@ -110,6 +131,7 @@ static void print_containers(const struct out *o, int arr)
 		       o->colour ? "\033[0m" : "", streak, since);
 		if (strcmp(probe, "-"))
 			printf("  %-24s last probe: %s\n", "", probe);
+		print_agent_probe(j, json_get(j, c, "agent_probe"));
 	}
 }
 

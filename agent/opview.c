@@ -193,6 +193,46 @@ static int put_time(struct json_buf *b, const char *key, int64_t ms)
 	return r ? r : view_json_time(b, ms);
 }
 
+/* The agent's own probe of c (issue 27), for the operator: target, last
+ * result and its reason, streaks, last change. null without one. */
+static int probe_json(struct json_buf *b, const struct container *c)
+{
+	static const char *const st[] = { "starting", "healthy", "unhealthy" };
+	const struct container_probe *p = c->probe;
+	char last[64], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
+	if (!p)
+		return json_buf_puts(b, "null");
+	int r = json_buf_puts(b, "{");
+	if (!r) r = put_str(b, "label", c->probe_labels.probe);
+	if (!r && !p->usable) {
+		r = json_buf_puts(b, ",");
+		if (!r) r = put_str(b, "refused", p->why);
+		return r ? r : json_buf_puts(b, "}");
+	}
+	snprintf(target, sizeof(target), "%s%s", p->target,
+		 p->spec.kind == PROBE_TCP ? "" : p->spec.path);
+	probe_last_text(&p->state, last, sizeof(last));
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "target", target);
+	if (!r) r = view_printf(b, ",\"interval_ms\":%lld,\"timeout_ms\":%lld,"
+				"\"start_period_ms\":%lld,\"retries\":%u,\"success_threshold\":%u,",
+				(long long)p->spec.interval_ms, (long long)p->spec.timeout_ms,
+				(long long)p->spec.start_period_ms, p->spec.retries,
+				p->spec.success_threshold);
+	if (!r) r = put_str(b, "status", p->probed ? st[p->state.status] : NULL);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "last_result", p->state.runs ? probe_result_name(p->state.last) : NULL);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_str(b, "last_reason", p->state.runs ? last : NULL);
+	if (!r) r = json_buf_puts(b, ",");
+	if (!r) r = put_time(b, "last_time", p->state.last_ms);
+	if (!r) r = view_printf(b, ",\"failing_streak\":%u,\"passing_streak\":%u,\"runs\":%llu,",
+				p->state.failing_streak, p->state.passing_streak,
+				(unsigned long long)p->state.runs);
+	if (!r) r = put_time(b, "last_change", p->probed ? p->state.since_ms : 0);
+	return r ? r : json_buf_puts(b, "}");
+}
+
 static int container_json(struct json_buf *b, const struct container *c, const char *status,
 			  const char *skipped, int64_t since)
 {
@@ -210,6 +250,8 @@ static int container_json(struct json_buf *b, const struct container *c, const c
 	if (!r) r = put_str(b, "status", status);
 	if (!r) r = view_printf(b, ",\"failing_streak\":%lld,", (long long)c->failing_streak);
 	if (!r) r = put_time(b, "since", since);
+	if (!r) r = json_buf_puts(b, ",\"agent_probe\":");
+	if (!r) r = probe_json(b, c);
 	if (!r) r = json_buf_puts(b, ",\"last_probe\":");
 	if (!r && !c->has_probe)
 		r = json_buf_puts(b, "null");
@@ -444,6 +486,20 @@ static int containers_metrics(struct json_buf *b, const struct opview_refresh *r
 	return e;
 }
 
+/* The agent's probes (issue 27), counted by result since the start. */
+static int probes_metrics(struct json_buf *b, const struct opview_refresh *r)
+{
+	if (!r->detail->have_probes)
+		return 0;
+	int e = view_prom_family(b, "dstack_healthd_probes_total", "counter",
+				 "probes the agent ran, by result");
+	for (int k = PROBE_PASS; !e && k < PROBE_N_RESULTS; k++)
+		e = view_printf(b, "dstack_healthd_probes_total{result=\"%s\"} %llu\n",
+				probe_result_name(k),
+				(unsigned long long)r->detail->probe_counts[k]);
+	return e;
+}
+
 static int metrics_text(struct opview *v, struct json_buf *b, const struct opview_refresh *r)
 {
 	struct watch_stats ws;
@@ -452,6 +508,7 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 	if (!e) e = view_printf(b, "dstack_healthd_info{version=\"%s\",source=\"%s\"} 1\n",
 				HEALTHD_VERSION, source_name(r));
 	if (!e) e = containers_metrics(b, r);
+	if (!e) e = probes_metrics(b, r);
 	if (!e) e = view_prom_histogram(b, "dstack_healthd_refresh_duration_seconds",
 					"how long refreshes took", bucket_bounds, v->buckets,
 					OPVIEW_BUCKETS, v->duration_sum);

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "rpc/encode.h"
+#include "runtime/prober.h"
 
 struct refresher {
 	const struct config *cfg;
@@ -39,6 +40,7 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
+	bool probe_kicked; /* a probe's record changed: refresh at once */
 	struct vfile *vfile; /* the verdict file's writer, or NULL */
 	uint64_t vfile_asked; /* the number of the last write this thread asked */
 	int last_r; /* the source's result the last refresh_publish counted */
@@ -149,6 +151,37 @@ static void publish(struct refresher *rf, const struct verdict *v)
 
 static void kick(void *rf);
 
+/* A probe's record changed (issue 27): refreshed as soon as the probes'
+ * spacing allows, not the events' min_refresh_spacing. The prober asks
+ * only when a record's public words change, at most once per probe. */
+#define PROBE_KICK_SPACING_MS 20
+static void probe_kick(void *arg)
+{
+	struct refresher *rf = arg;
+	pthread_mutex_lock(&rf->lock);
+	rf->kicked = true;
+	rf->probe_kicked = true;
+	pthread_cond_signal(&rf->cond);
+	pthread_mutex_unlock(&rf->lock);
+}
+
+/* Container sources only: the probes' thread, unless one was handed on. A
+ * failure to start it leaves every probe "starting": unhealthy, never a
+ * pass. */
+static void probes_start(struct refresher *rf)
+{
+	struct errbuf err = { "" };
+	enum source_kind k = rf->m->ok ? source_kind(&rf->m->app) : SOURCE_NONE;
+	if (k != SOURCE_DOCKER && k != SOURCE_NERDCTL)
+		return;
+	if (rf->st.prober) {
+		prober_set_kick(rf->st.prober, probe_kick, rf);
+		return;
+	}
+	if (prober_start(probe_kick, rf, &rf->st.prober, &err) < 0)
+		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
+}
+
 /* app-compose.json became usable after it was not: what a start with it
  * would have done. */
 static void manifest_usable(struct refresher *rf)
@@ -160,6 +193,7 @@ static void manifest_usable(struct refresher *rf)
 	struct watcher *w = NULL;
 	if (source_kind(app) == SOURCE_DOCKER && watch_start(rf->cfg, rf->cancel_fd, kick, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
+	probes_start(rf);
 	pthread_mutex_lock(&rf->lock);
 	rf->watcher = w;
 	pthread_mutex_unlock(&rf->lock);
@@ -210,7 +244,7 @@ static bool refresh_one(struct refresher *rf, bool by_event)
 	struct errbuf err = { "" };
 	int64_t start = clock_mono_ms(), real_start = clock_real_ms(), start_us = mono_us();
 	int64_t deadline = start + rf->cfg->refresh_timeout_ms;
-	int r = source_refresh_detail(rf->cfg, rf->m, deadline, rf->cancel_fd, &v,
+	int r = source_refresh_probed(rf->cfg, rf->m, deadline, rf->cancel_fd, rf->st.prober, &v,
 				      rf->view ? &detail : NULL, &err);
 	if (!was_usable && rf->m->ok)
 		manifest_usable(rf);
@@ -269,15 +303,18 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	return true;
 }
 
-/* Sleeps until when, a stop or a kick; returns true when kicked. */
-static bool wait_until(struct refresher *rf, int64_t when)
+/* Sleeps until when, a stop or a kick; returns true when kicked, *probe
+ * when a probe's record asked. */
+static bool wait_until(struct refresher *rf, int64_t when, bool *probe)
 {
 	struct timespec ts = { .tv_sec = when / 1000, .tv_nsec = (when % 1000) * 1000000 };
 	pthread_mutex_lock(&rf->lock);
 	while (!rf->stop && !rf->kicked && clock_mono_ms() < when)
 		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
 	bool kicked = rf->kicked;
+	*probe = rf->probe_kicked;
 	rf->kicked = false;
+	rf->probe_kicked = false;
 	pthread_mutex_unlock(&rf->lock);
 	return kicked;
 }
@@ -295,13 +332,16 @@ static void *loop(void *arg)
 	struct refresher *rf = arg;
 	struct refresh_sched sc;
 	int64_t spacing = rf->cfg->min_refresh_spacing_ms, next_ping = clock_mono_ms();
+	bool probe = false; /* the pending kick is a probe's */
 	refresh_sched_init(&sc, next_ping);
 	while (!stopping(rf)) {
 		int64_t now = clock_mono_ms();
-		if (now >= refresh_sched_due(&sc, spacing)) {
+		int64_t sp = probe && spacing > PROBE_KICK_SPACING_MS ? PROBE_KICK_SPACING_MS : spacing;
+		if (now >= refresh_sched_due(&sc, sp)) {
 			bool by_event = sc.kicked && now < sc.timer;
 			/* Kicks that come while it runs ask for one more. */
 			sc.kicked = false;
+			probe = false;
 			int64_t timer = sc.timer;
 			bool counted = refresh_one(rf, by_event);
 			/* What this refresh freed, and what the control thread's
@@ -325,17 +365,21 @@ static void *loop(void *arg)
 			notify_watchdog();
 			next_ping = now + rf->watchdog_ms / 2;
 		}
-		int64_t wake = refresh_sched_due(&sc, spacing);
+		int64_t wake = refresh_sched_due(&sc, probe && spacing > PROBE_KICK_SPACING_MS
+						     ? PROBE_KICK_SPACING_MS : spacing);
 		if (rf->watchdog_ms > 0 && next_ping < wake)
 			wake = next_ping;
-		if (wait_until(rf, wake))
+		bool by_probe = false;
+		if (wait_until(rf, wake, &by_probe))
 			sc.kicked = true;
+		probe = probe || by_probe;
 	}
 	return NULL;
 }
 
 void refresh_state_free(struct refresh_state *st)
 {
+	prober_stop(st->prober);
 	verdict_free(&st->current);
 	memset(st, 0, sizeof(*st));
 }
@@ -345,7 +389,7 @@ static void refresher_discard(struct refresher *rf)
 {
 	if (!rf)
 		return;
-	verdict_free(&rf->st.current);
+	refresh_state_free(&rf->st);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -367,6 +411,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	if (keep) {
 		rf->st = *keep;
 		verdict_init(&keep->current);
+		keep->prober = NULL;
 	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
 		/* A new source (gating just turned on, say): what was said about
 		 * the old one must not stand until the first refresh ends. */
@@ -387,8 +432,11 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	pthread_mutex_init(&rf->lock, NULL);
 	/* Read before the loop runs: from then on it owns m. */
 	bool docker = m->ok && source_kind(&m->app) == SOURCE_DOCKER;
+	probes_start(rf);
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
+		if (rf->st.prober)
+			prober_set_kick(rf->st.prober, NULL, NULL);
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
@@ -437,6 +485,9 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	}
 	pthread_join(rf->thread, NULL);
 	watch_join(rf->watcher);
+	/* Its kick names this refresher, which is about to go. */
+	if (rf->st.prober)
+		prober_set_kick(rf->st.prober, NULL, NULL);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

@@ -32,6 +32,10 @@ struct refresh_state {
 	struct verdict current;  /* the verdict last published */
 	bool have_result;        /* a refresh has completed at least once */
 	char last_error[ERRBUF_SIZE]; /* in full, for the journal */
+	/* The probes' thread (issue 27, container sources only): handed on
+	 * with the rest across a reload that keeps the source, so that no
+	 * probe's record starts over. */
+	struct prober *prober;
 };
 
 /* Pure: the verdict to publish after a refresh that returned r (with verdict v

@@ -15,6 +15,7 @@
 #include "runtime/container.h"
 #include "runtime/docker.h"
 #include "runtime/nerdctl.h"
+#include "runtime/prober.h"
 #include "runtime/runtimefile.h"
 #include "runtime/selfid.h"
 #include "statusfile/statusfile.h"
@@ -200,8 +201,8 @@ int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
 
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
 			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
-			    int cancel_fd, struct verdict *out, struct source_detail *d,
-			    struct errbuf *err)
+			    int cancel_fd, struct prober *probes, struct verdict *out,
+			    struct source_detail *d, struct errbuf *err)
 {
 	struct container_list l = { 0 };
 	int r;
@@ -220,6 +221,10 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
 	for (size_t i = 0; r >= 0 && self_id && i < l.n; i++)
 		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
+	/* The probes' latest records (issue 27), read, never waited for: the
+	 * prober runs on its own clock and kicks a refresh when one changes. */
+	if (r >= 0 && (r = prober_sync(probes, &l)) < 0)
+		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);
 	if (r >= 0 && d) {
@@ -275,6 +280,13 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err)
 {
+	return source_refresh_probed(cfg, m, deadline, cancel_fd, NULL, out, d, err);
+}
+
+int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct prober *probes, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err)
+{
 	struct statusfile_info sfi;
 	if (d)
 		memset(d, 0, sizeof(*d));
@@ -316,7 +328,11 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, out, d, err);
+	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, probes, out, d, err);
+	if (d && probes) {
+		prober_counts(probes, d->probe_counts);
+		d->have_probes = true;
+	}
 	runtime_info_free(&ri);
 	return r;
 }

@@ -13,6 +13,7 @@
 #include "base/verdict.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
+#include "runtime/probe.h"
 #include "statusfile/statusfile.h"
 
 /* Where a usable app-compose.json says its health comes from. Decided here
@@ -69,6 +70,9 @@ struct source_detail {
 	char nerdctl_namespace[256];
 	struct statusfile_info statusfile;
 	bool have_statusfile;
+	/* The agent's probes (issue 27): finished probes by result. */
+	uint64_t probe_counts[PROBE_N_RESULTS];
+	bool have_probes;
 };
 /* source_refresh, also filling d (zeroed first; free with
  * source_detail_free) when not NULL. */
@@ -76,6 +80,13 @@ int source_refresh_detail(const struct config *cfg, struct manifest *m, int64_t 
 			  int cancel_fd, struct verdict *out, struct source_detail *d,
 			  struct errbuf *err);
 void source_detail_free(struct source_detail *d);
+/* source_refresh_detail with the agent's probes (issue 27): their latest
+ * records are judged with the containers; NULL judges every probe as not
+ * run yet (starting), as a one-shot refresh must. */
+struct prober;
+int source_refresh_probed(const struct config *cfg, struct manifest *m, int64_t deadline,
+			  int cancel_fd, struct prober *probes, struct verdict *out,
+			  struct source_detail *d, struct errbuf *err);
 
 /* The verdict served before the first refresh completes (or, with an unusable
  * app-compose.json, its error). -ENOMEM. */

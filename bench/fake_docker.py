@@ -5,6 +5,7 @@ the benchmarks.
 
   fake_docker.py --listen PATH --api 1.41|1.52 --containers N
                  [--project P] [--unhealthy K] [--delay S] [--log F]
+                 [--probe-port P [--probe-interval D]]
 
 Every container is made from the responses recorded from a real dockerd in
 tests/fakes/docker/ (the list item and the inspect body of "demo-web-1", a
@@ -67,7 +68,7 @@ def frame(api, body, status="200 OK"):
     return head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
 
 
-def build(api, n, project, unhealthy):
+def build(api, n, project, unhealthy, probe_port=0, probe_interval="1s"):
     items = json.loads(recorded_body("list-1.41.http"))
     item_t = next(i for i in items if i["Names"] == ["/demo-web-1"])
     insp_t = json.loads(recorded_body("inspect-web.http"))
@@ -90,6 +91,21 @@ def build(api, n, project, unhealthy):
         ins["Config"]["Labels"] = labels
         ins["Config"]["Hostname"] = cid[:12]
         ins["State"]["Health"]["Status"] = health
+        if probe_port:
+            # A probed container with no healthcheck (issue 27), whose own
+            # address is loopback: the benchmark's peer listens there.
+            labels = dict(labels)
+            labels["dstack.healthd.probe"] = "http://:%d/healthz" % (probe_port + i)
+            labels["dstack.healthd.probe.interval"] = probe_interval
+            labels["dstack.healthd.probe.timeout"] = "500ms"
+            it["Labels"] = labels
+            ins["Config"]["Labels"] = labels
+            ins["Config"].pop("Healthcheck", None)
+            ins["State"].pop("Health", None)
+            it.pop("Health", None)
+            ins["HostConfig"]["NetworkMode"] = project + "_default"
+            ins["NetworkSettings"]["Networks"] = {
+                project + "_default": {"IPAddress": "127.0.0.1", "IPPrefixLen": 8}}
         inspects[cid] = go_json(ins)
     return go_json(listing), inspects
 
@@ -168,9 +184,13 @@ def main():
     ap.add_argument("--unhealthy", type=int, default=0)
     ap.add_argument("--delay", type=float, default=0)
     ap.add_argument("--log")
+    ap.add_argument("--probe-port", type=int, default=0,
+                    help="probe container i on 127.0.0.1:PORT+i (issue 27)")
+    ap.add_argument("--probe-interval", default="1s")
     a = ap.parse_args()
     api = tuple(int(x) for x in a.api.split("."))
-    listing, inspects = build(api, a.containers, a.project, a.unhealthy)
+    listing, inspects = build(api, a.containers, a.project, a.unhealthy, a.probe_port,
+                              a.probe_interval)
     if os.path.exists(a.listen):
         os.unlink(a.listen)
     srv = Server(a.listen, Handler)

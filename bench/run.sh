@@ -14,7 +14,7 @@
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
 # the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only,
 # BENCH_ONLY=relay section 7 only, BENCH_ONLY=sidecar the sidecar's figures
-# (bench/sidecar.sh) only.
+# (bench/sidecar.sh) only, BENCH_ONLY=probes the probes' (bench/probes.sh).
 set -u
 # No agent started here creates the system-wide control socket; the one
 # measured with the view on passes --control-socket in $T.
@@ -39,6 +39,12 @@ OUT=$B/bench/results.txt
 if [ "$ONLY" = sidecar ]; then
 	bench/sidecar.sh "$B"
 	exit 0
+fi
+# The agent's own probes (issue 27): bench/probes.sh, alone with
+# BENCH_ONLY=probes (make bench runs it after this script).
+if [ "$ONLY" = probes ]; then
+	bench/probes.sh "$B"
+	exit $?
 fi
 for f in "$AGENT" "$RB" "$OL"; do
 	[ -x "$f" ] || { echo "bench: $f is not built (run make bench)" >&2; exit 1; }

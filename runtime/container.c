@@ -35,6 +35,11 @@ void container_free(struct container *c)
 	free(c->probe_output);
 	free(c->service);
 	free(c->project);
+	probe_labels_free(&c->probe_labels);
+	free(c->optional_label);
+	free(c->network_mode);
+	free(c->ip);
+	free(c->probe);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "base/verdict.h"
+#include "runtime/probe.h"
 
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"
@@ -51,6 +52,15 @@ struct container {
 	 * daemon's default, 10 s. */
 	bool has_stop_timeout;
 	int64_t stop_timeout_s;
+	/* Probes run by the agent (issue 27): the dstack.healthd.* labels as
+	 * the runtime printed them, the container's own addresses, and the
+	 * probe itself (NULL without a probe label), which the refresh fills
+	 * from the prober before judging. */
+	struct probe_labels probe_labels;
+	char *optional_label; /* dstack.healthd.optional; NULL when absent */
+	char *network_mode;   /* HostConfig.NetworkMode (Docker only) */
+	char *ip;             /* IPv4 on its networks (the first by name) */
+	struct container_probe *probe;
 };
 
 struct container_list {

@@ -297,8 +297,12 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 	/* Healthy, or no healthcheck at all: a probe that is failing or has not
 	 * passed yet is inspected, so that the operator's view shows its last
 	 * output (the list carries no health log). */
+	/* A container the agent probes (issue 27) is inspected: its start
+	 * time, which the list lacks, starts its probe's record afresh. */
+	bool probed = json_get(j, labels, PROBE_LABEL) >= 0;
 	if ((self_id && strcmp(id, self_id) == 0) ||
-	    (version >= DOCKER_API_LIST_HEALTH && json_str_eq(j, json_get(j, it, "State"), "running") &&
+	    (!probed && version >= DOCKER_API_LIST_HEALTH &&
+	     json_str_eq(j, json_get(j, it, "State"), "running") &&
 	     (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, ""))))
 		r = from_list(j, it, &id, hs, out);
 	else

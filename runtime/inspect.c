@@ -181,6 +181,9 @@ static int parse_healthcheck(const struct json *j, int config, struct container 
 	return 0;
 }
 
+static int probe_labels(const struct json *j, int labels, struct container *c,
+			struct errbuf *err);
+
 static int parse_labels(const struct json *j, int obj, struct container *c,
 			struct errbuf *err)
 {
@@ -209,8 +212,76 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
 	if (json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		return errbuf_set(err, ENOMEM, "out of memory");
+	if ((r = probe_labels(j, labels, c, err)) < 0)
+		return r;
 	return opt_string(j, labels, COMPOSE_PROJECT_LABEL,
 			  "Config.Labels[" COMPOSE_PROJECT_LABEL "]", &c->project, err);
+}
+
+/* The dstack.healthd.* labels (issue 27), as strings: what they mean is
+ * probe_prepare's to say, so that a bad value is an entry, not a failed
+ * refresh. A label that is not a string cannot come from Compose. */
+static int probe_labels(const struct json *j, int labels, struct container *c,
+			struct errbuf *err)
+{
+	struct probe_labels *pl = &c->probe_labels;
+	const struct {
+		const char *key;
+		char **out;
+	} want[] = {
+		{ PROBE_LABEL, &pl->probe },
+		{ PROBE_LABEL_INTERVAL, &pl->interval },
+		{ PROBE_LABEL_TIMEOUT, &pl->timeout },
+		{ PROBE_LABEL_START_PERIOD, &pl->start_period },
+		{ PROBE_LABEL_RETRIES, &pl->retries },
+		{ PROBE_LABEL_SUCCESS_THRESHOLD, &pl->success_threshold },
+		{ OPTIONAL_LABEL, &c->optional_label },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		int r = opt_string(j, labels, want[i].key, "Config.Labels[dstack.healthd.*]",
+				   want[i].out, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The container's own addresses, for its probe: HostConfig.NetworkMode
+ * (Docker; nerdctl prints none) and the first IPv4 address among
+ * NetworkSettings.Networks by network name (Docker names them after the
+ * Compose networks, nerdctl 2.x "unknown-eth0" after the interfaces),
+ * else NetworkSettings.IPAddress (nerdctl's primary interface). Only
+ * strings are taken; anything else is no address. */
+static int parse_network(const struct json *j, int obj, struct container *c,
+			 struct errbuf *err)
+{
+	int hc = json_get(j, obj, "HostConfig"), ns = json_get(j, obj, "NetworkSettings");
+	int mode = json_get(j, hc, "NetworkMode");
+	if (json_is_string(j, mode) && json_strdup(j, mode, &c->network_mode) == -ENOMEM)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	int nets = json_get(j, ns, "Networks"), best_key = -1, best = -1;
+	if (json_is_object(j, nets)) {
+		JSON_OBJECT_FOREACH(j, nets, key, val, cnt) {
+			int ip = json_get(j, val, "IPAddress");
+			if (!json_is_string(j, ip) || j->tok[ip].end == j->tok[ip].start)
+				continue;
+			const jsmntok_t *k = &j->tok[key], *b = best_key >= 0 ? &j->tok[best_key] : NULL;
+			int kl = k->end - k->start, bl = b ? b->end - b->start : 0;
+			int cmp = b ? memcmp(j->s + k->start, j->s + b->start, (size_t)(kl < bl ? kl : bl)) : -1;
+			if (!b || cmp < 0 || (cmp == 0 && kl < bl)) {
+				best_key = key;
+				best = ip;
+			}
+		}
+	}
+	if (best < 0) {
+		best = json_get(j, ns, "IPAddress");
+		if (!json_is_string(j, best) || j->tok[best].end == j->tok[best].start)
+			return 0;
+	}
+	if (json_strdup(j, best, &c->ip) == -ENOMEM)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	return 0;
 }
 
 static int parse_names(const struct json *j, int obj, struct container *c,
@@ -243,8 +314,9 @@ int inspect_parse_object(const struct json *j, int obj, struct container *c,
 	if (!json_is_object(j, obj))
 		r = type_error(j, obj, "container", "an object", err);
 	else if ((r = parse_names(j, obj, c, err)) >= 0 &&
-		 (r = parse_state(j, obj, c, err)) >= 0)
-		r = parse_labels(j, obj, c, err);
+		 (r = parse_state(j, obj, c, err)) >= 0 &&
+		 (r = parse_labels(j, obj, c, err)) >= 0)
+		r = parse_network(j, obj, c, err);
 	if (r < 0)
 		container_free(c);
 	return r < 0 ? r : 0;

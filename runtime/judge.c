@@ -4,7 +4,9 @@
 #include "runtime/container.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 
@@ -50,6 +52,46 @@ static void shown_name(char *buf, size_t n, const struct container *c)
 	err_clean(buf, n, name, ERR_SHOWN_BYTES);
 }
 
+/* The agent's own probe (issue 27): an unusable label is an entry, never
+ * ignored; a probe is judged as Docker judges a healthcheck, so only
+ * healthy passes (docs/design.md §4 "Probes"). */
+static int judge_probe(const struct container *c, const char *name, struct verdict *out)
+{
+	const struct container_probe *p = c->probe;
+	char text[200];
+	/* Labels never prepared (probe_prepare) are a probe never run. */
+	if (!p)
+		return verdict_add(out, name, "probe starting (no probe has run yet)");
+	if (!p->usable)
+		return verdict_add(out, name, "%s", p->why);
+	probe_state_text(&p->state, text, sizeof(text));
+	if (p->probed && p->state.status == PROBE_HEALTHY)
+		return 0;
+	if (!p->probed)
+		snprintf(text, sizeof(text), "probe starting (no probe has run yet)");
+	return verdict_add(out, name, "%s", text);
+}
+
+/* dstack.healthd.optional: "true" leaves the container out of the verdict;
+ * anything but true or false is an entry. */
+static bool optional_bad(const struct container *c)
+{
+	return c->optional_label && strcasecmp(c->optional_label, "true") != 0 &&
+	       strcasecmp(c->optional_label, "false") != 0;
+}
+
+static bool optional(const struct container *c)
+{
+	return c->optional_label && strcasecmp(c->optional_label, "true") == 0;
+}
+
+/* Declares something to judge: a healthcheck, a probe label, or an
+ * optional label that cannot be read. */
+static bool declares_check(const struct container *c)
+{
+	return declares_healthcheck(c) || c->probe || c->probe_labels.probe || optional_bad(c);
+}
+
 /* Adds the entry for one container that declares a healthcheck, if it fails. */
 static int judge_one(const struct container *c, struct verdict *out)
 {
@@ -68,14 +110,19 @@ static int judge_one(const struct container *c, struct verdict *out)
 		err_clean(state, sizeof(state), s, ERR_SHOWN_BYTES);
 		return verdict_add(out, name, "%s (last health check: %s)", state, health);
 	}
+	if (optional_bad(c))
+		return verdict_add(out, name, "label " OPTIONAL_LABEL ": must be true or false");
+	/* A container with a Docker healthcheck and a probe must pass both. */
+	if (!declares_healthcheck(c))
+		return c->probe || c->probe_labels.probe ? judge_probe(c, name, out) : 0;
 	if (!has_health_result(c))
 		return verdict_add(out, name, "starting (no health check has run yet)");
 	if (health_predates_start(c))
 		return verdict_add(out, name,
 				   "starting (last health check predates the current start)");
-	if (strcmp(c->health, "healthy") == 0)
-		return 0;
-	return verdict_add(out, name, "%s", health);
+	if (strcmp(c->health, "healthy") != 0)
+		return verdict_add(out, name, "%s", health);
+	return c->probe || c->probe_labels.probe ? judge_probe(c, name, out) : 0;
 }
 
 /* Health gating is on but nothing can produce an answer: a pass would leave
@@ -109,7 +156,7 @@ int containers_judge(const struct container_list *l, struct verdict *out)
 		if (c->agent_self)
 			continue;
 		created++;
-		if (!declares_healthcheck(c))
+		if (!declares_check(c) || optional(c))
 			continue;
 		judged++;
 		if ((r = judge_one(c, out)) < 0)
@@ -134,7 +181,9 @@ const char *container_skip_reason(const struct container *c)
 		return "one-off (compose run)";
 	if (c->agent_self)
 		return "the agent itself";
-	if (!declares_healthcheck(c))
+	if (optional(c))
+		return "optional (" OPTIONAL_LABEL ")";
+	if (!declares_check(c))
 		return "no healthcheck";
 	return NULL;
 }

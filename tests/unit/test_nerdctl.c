@@ -20,6 +20,7 @@
 #include "base/verdict.h"
 #include "runtime/container.h"
 #include "runtime/nerdctl.h"
+#include "runtime/prober.h"
 #include "tests/lib/tap.h"
 
 #define FAKE "tests/fakes/nerdctl"
@@ -399,6 +400,42 @@ static void test_parse_ids(void)
 	       e.msg);
 }
 
+/* A probed container as nerdctl 2.x prints it (issue 27): no NetworkMode,
+ * its address on "unknown-eth0"; the probe aims there, and until it has run
+ * the container is starting. */
+static void test_probe_address(const char *fake)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/nerdctl-test.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : P_tmpdir);
+	if (!ok(mkdtemp(dir) != NULL, "probe: scenario directory"))
+		return;
+	setenv("NERDCTL_FAKE_DIR", dir, 1);
+	put(dir, "containers", "probe-web.json\n");
+	struct runtime_info ri = { (char *)"demo", (char *)"dstack", NULL };
+	struct nerdctl_opts o = { fake, NULL, -1 };
+	struct container_list l = { 0 };
+	struct errbuf e = { "" };
+	int r = nerdctl_list(&o, &ri, clock_mono_ms() + 10000, &l, &e);
+	is_int(r, 0, "probe: listed (%s)", e.msg);
+	if (r == 0 && l.n == 1) {
+		is_int(prober_sync(NULL, &l), 0, "probe: prepared");
+		is_str(l.v[0].probe && l.v[0].probe->usable ? l.v[0].probe->target : "(none)",
+		       "http://10.4.0.5:18080", "probe: nerdctl's unknown-eth0 address");
+		struct verdict v;
+		verdict_init(&v);
+		containers_judge(&l, &v);
+		is_str(v.n_entries ? v.entries[0].status : "healthy",
+		       "probe starting (no probe has run yet)", "probe: not run yet is not healthy");
+		verdict_free(&v);
+	}
+	container_list_free(&l);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+}
+
 int main(void)
 {
 	char fake[PATH_MAX];
@@ -416,6 +453,7 @@ int main(void)
 	for (size_t i = 0; i < ARRAY_SIZE(scenarios); i++)
 		run_scenario(fake, &scenarios[i]);
 	test_missing_binary();
+	test_probe_address(fake);
 	close(stray);
 	return done_testing();
 }

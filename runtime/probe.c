@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Probes the agent runs itself (issue 27): labels, answers and results.
+ * Pure; docs/design.md §4 "Probes" says why each rule is what it is. */
+#include "runtime/probe.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "runtime/container.h"
+
+/* Ranges a label may ask for. The floor on the interval keeps a label from
+ * turning the agent into a load generator against its own app; the others
+ * keep the numbers meaningful. */
+#define INTERVAL_MIN_MS 1000
+#define INTERVAL_MAX_MS (3600 * 1000)
+#define TIMEOUT_MIN_MS 100
+#define TIMEOUT_MAX_MS (60 * 1000)
+#define START_PERIOD_MAX_MS (3600 * 1000)
+#define COUNT_MAX 100
+
+/* The defaults the issue fixes (Docker's are 30 s / 30 s; a dstack gateway
+ * polls every 5 s). */
+#define DEFAULT_INTERVAL_MS 5000
+#define DEFAULT_TIMEOUT_MS 2000
+#define DEFAULT_RETRIES 3
+
+void probe_labels_free(struct probe_labels *l)
+{
+	if (!l)
+		return;
+	free(l->probe);
+	free(l->interval);
+	free(l->timeout);
+	free(l->start_period);
+	free(l->retries);
+	free(l->success_threshold);
+	memset(l, 0, sizeof(*l));
+}
+
+/* ---- Labels ---- */
+
+int probe_parse_duration(const char *s, int64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		int64_t ns;
+	} units[] = {
+		{ "ns", 1 }, { "us", 1000 }, { "\xc2\xb5s", 1000 }, { "\xce\xbcs", 1000 },
+		{ "ms", 1000000 }, { "s", 1000000000 }, { "m", 60000000000LL },
+		{ "h", 3600000000000LL },
+	};
+	const int64_t max_ns = 86400LL * 1000000000LL;
+	int64_t total = 0;
+	if (!s || !*s)
+		return -EINVAL;
+	/* Go accepts a bare "0". */
+	if (strcmp(s, "0") == 0) {
+		*ms = 0;
+		return 0;
+	}
+	while (*s) {
+		int64_t whole = 0, frac = 0, scale = 1;
+		bool digits = false;
+		for (; *s >= '0' && *s <= '9'; s++, digits = true) {
+			if (whole > max_ns)
+				return -ERANGE;
+			whole = whole * 10 + (*s - '0');
+		}
+		if (*s == '.') {
+			for (s++; *s >= '0' && *s <= '9'; s++, digits = true) {
+				if (scale < 1000000000000LL) {
+					frac = frac * 10 + (*s - '0');
+					scale *= 10;
+				}
+			}
+		}
+		if (!digits)
+			return -EINVAL;
+		size_t k, ul = 0;
+		for (k = 0; k < sizeof(units) / sizeof(units[0]); k++) {
+			size_t l = strlen(units[k].unit);
+			/* "ms" before "m", "ns" before "s": the longest match. */
+			if (strncmp(s, units[k].unit, l) == 0 && l > ul)
+				ul = l;
+		}
+		for (k = 0; k < sizeof(units) / sizeof(units[0]); k++)
+			if (ul && strlen(units[k].unit) == ul && strncmp(s, units[k].unit, ul) == 0)
+				break;
+		if (!ul)
+			return -EINVAL;
+		int64_t u = units[k].ns;
+		if (whole > max_ns / u)
+			return -ERANGE;
+		total += whole * u + (int64_t)((double)frac * (double)u / (double)scale);
+		if (total > max_ns)
+			return -ERANGE;
+		s += ul;
+	}
+	*ms = total / 1000000;
+	return 0;
+}
+
+/* "label NAME: RULE", the agent's words only: a label's value is the
+ * app's and never shown. */
+static int say(char *why, size_t n, const char *label, const char *rule)
+{
+	snprintf(why, n, "label %s: %s", label, rule);
+	return -EINVAL;
+}
+
+static int duration_label(const char *v, const char *name, int64_t def, int64_t min,
+			  int64_t max, int64_t *out, char *why, size_t n)
+{
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	int r = probe_parse_duration(v, out);
+	if (r == -EINVAL)
+		return say(why, n, name, "not a duration (10s, 1m30s, 500ms)");
+	if (r < 0 || *out < min || *out > max) {
+		char rule[80];
+		snprintf(rule, sizeof(rule), "out of range (%lld ms to %lld s)", (long long)min,
+			 (long long)(max / 1000));
+		return say(why, n, name, rule);
+	}
+	return 0;
+}
+
+static int count_label(const char *v, const char *name, unsigned def, unsigned *out,
+		       char *why, size_t n)
+{
+	if (!v) {
+		*out = def;
+		return 0;
+	}
+	unsigned x = 0;
+	size_t len = strlen(v);
+	if (len == 0 || len > 3 || strspn(v, "0123456789") != len)
+		return say(why, n, name, "not a whole number");
+	for (const char *p = v; *p; p++)
+		x = x * 10 + (unsigned)(*p - '0');
+	if (x < 1 || x > COUNT_MAX)
+		return say(why, n, name, "out of range (1 to 100)");
+	*out = x;
+	return 0;
+}
+
+/* RFC 3986 pchar, '/' and '?' and the query's characters: what an
+ * origin-form request target may hold, written as is. */
+static bool target_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("-._~!$&'()*+,;=:@/?%", c);
+}
+
+static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n)
+{
+	static const char shape[] =
+		"must be http://:PORT/PATH, https://:PORT/PATH or tcp://:PORT";
+	const char *rest;
+	if (strncasecmp(v, "http://", 7) == 0) {
+		s->kind = PROBE_HTTP;
+		rest = v + 7;
+	} else if (strncasecmp(v, "https://", 8) == 0) {
+		s->kind = PROBE_HTTPS;
+		rest = v + 8;
+	} else if (strncasecmp(v, "tcp://", 6) == 0) {
+		s->kind = PROBE_TCP;
+		rest = v + 6;
+	} else if (strncasecmp(v, "grpc://", 7) == 0) {
+		/* Left out, and said (docs/design.md §4 "Probes"): never
+		 * ignored, since the app asked to be judged by it. */
+		return say(why, n, PROBE_LABEL,
+			   "grpc:// probes are not supported by this agent; use http:// or tcp://");
+	} else {
+		return say(why, n, PROBE_LABEL, shape);
+	}
+	/* No host part: the address is the container's own, from the
+	 * runtime. Anything before the port (a name, an IP, a user) is a
+	 * label aiming elsewhere. */
+	if (*rest != ':')
+		return say(why, n, PROBE_LABEL,
+			   "names a host; a probe goes only to the container's own "
+			   "address (write http://:PORT/PATH)");
+	rest++;
+	size_t pl = strspn(rest, "0123456789");
+	unsigned port = 0;
+	for (size_t i = 0; i < pl && i < 6; i++)
+		port = port * 10 + (unsigned)(rest[i] - '0');
+	if (pl == 0 || pl > 5 || port < 1 || port > 65535)
+		return say(why, n, PROBE_LABEL, "the port must be a number from 1 to 65535");
+	s->port = port;
+	rest += pl;
+	if (s->kind == PROBE_TCP) {
+		if (*rest && strcmp(rest, "/") != 0)
+			return say(why, n, PROBE_LABEL, "a tcp:// probe takes no path");
+		return 0;
+	}
+	if (!*rest)
+		rest = "/";
+	if (*rest != '/')
+		return say(why, n, PROBE_LABEL, shape);
+	size_t len = strlen(rest);
+	if (len > PROBE_PATH_MAX)
+		return say(why, n, PROBE_LABEL, "the path is longer than 1024 bytes");
+	for (size_t i = 0; i < len; i++)
+		if (!target_char((unsigned char)rest[i]))
+			return say(why, n, PROBE_LABEL,
+				   "the path has a character that must be percent-encoded");
+	memcpy(s->path, rest, len + 1);
+	return 0;
+}
+
+int probe_spec_parse(const struct probe_labels *l, struct probe_spec *s, char *why, size_t n)
+{
+	memset(s, 0, sizeof(*s));
+	if (!l->probe)
+		return say(why, n, PROBE_LABEL, "missing");
+	int r = parse_target(l->probe, s, why, n);
+	if (r == 0)
+		r = duration_label(l->interval, PROBE_LABEL_INTERVAL, DEFAULT_INTERVAL_MS,
+				   INTERVAL_MIN_MS, INTERVAL_MAX_MS, &s->interval_ms, why, n);
+	if (r == 0)
+		r = duration_label(l->timeout, PROBE_LABEL_TIMEOUT, DEFAULT_TIMEOUT_MS,
+				   TIMEOUT_MIN_MS, TIMEOUT_MAX_MS, &s->timeout_ms, why, n);
+	if (r == 0)
+		r = duration_label(l->start_period, PROBE_LABEL_START_PERIOD, 0, 0,
+				   START_PERIOD_MAX_MS, &s->start_period_ms, why, n);
+	if (r == 0)
+		r = count_label(l->retries, PROBE_LABEL_RETRIES, DEFAULT_RETRIES, &s->retries,
+				why, n);
+	if (r == 0)
+		r = count_label(l->success_threshold, PROBE_LABEL_SUCCESS_THRESHOLD, 1,
+				&s->success_threshold, why, n);
+	return r;
+}
+
+int probe_prepare(struct container *c)
+{
+	free(c->probe);
+	c->probe = NULL;
+	if (!c->probe_labels.probe)
+		return 0;
+	struct container_probe *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	c->probe = p;
+	if (probe_spec_parse(&c->probe_labels, &p->spec, p->why, sizeof(p->why)) < 0)
+		return 0;
+	static const char *const scheme[] = { "http", "https", "tcp" };
+	const char *ip = NULL;
+	struct in_addr a;
+	/* network_mode: host shares the machine's stack: its own address is
+	 * loopback. Docker's NetworkMode is the app's Compose setting, not a
+	 * label a service could forge. */
+	if (c->network_mode && strcmp(c->network_mode, "host") == 0)
+		ip = "127.0.0.1";
+	else if (c->ip && inet_pton(AF_INET, c->ip, &a) == 1)
+		ip = c->ip;
+	if (!ip) {
+		snprintf(p->why, sizeof(p->why),
+			 "probe: the container has no IPv4 address on its networks");
+		return 0;
+	}
+	snprintf(p->target, sizeof(p->target), "%s://%s:%u", scheme[p->spec.kind], ip,
+		 p->spec.port);
+	p->usable = true;
+	return 0;
+}
+
+/* ---- Results ---- */
+
+const char *probe_result_text(enum probe_result r)
+{
+	static const char *const t[PROBE_N_RESULTS] = {
+		[PROBE_NONE] = "no probe has run yet",
+		[PROBE_PASS] = "passed",
+		[PROBE_STATUS] = "HTTP status outside 200-399",
+		[PROBE_REFUSED] = "connection refused",
+		[PROBE_TIMEOUT] = "timed out",
+		[PROBE_UNREACHABLE] = "address unreachable",
+		[PROBE_RESET] = "connection reset",
+		[PROBE_CUT] = "answer cut short",
+		[PROBE_BAD_ANSWER] = "not an HTTP answer",
+		[PROBE_TOO_BIG] = "answer head too large",
+		[PROBE_TLS] = "TLS handshake failed",
+		[PROBE_ERROR] = "probe could not run",
+	};
+	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
+}
+
+const char *probe_result_name(enum probe_result r)
+{
+	static const char *const t[PROBE_N_RESULTS] = {
+		[PROBE_NONE] = "none", [PROBE_PASS] = "pass", [PROBE_STATUS] = "status",
+		[PROBE_REFUSED] = "refused", [PROBE_TIMEOUT] = "timeout",
+		[PROBE_UNREACHABLE] = "unreachable", [PROBE_RESET] = "reset",
+		[PROBE_CUT] = "cut", [PROBE_BAD_ANSWER] = "bad_answer",
+		[PROBE_TOO_BIG] = "too_big", [PROBE_TLS] = "tls", [PROBE_ERROR] = "error",
+	};
+	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
+}
+
+void probe_answer_init(struct probe_answer *a)
+{
+	memset(a, 0, sizeof(*a));
+	/* Stream mode: the body is counted as it passes, never kept. */
+	http_parser_init_stream(&a->p);
+}
+
+void probe_answer_free(struct probe_answer *a)
+{
+	if (a)
+		http_parser_free(&a->p);
+}
+
+/* Kubernetes' rule (probe/http/http.go): 200 <= code < 400 passes; a
+ * redirect is not followed, its status is the answer. */
+static bool passing_status(int st)
+{
+	return st >= 200 && st < 400;
+}
+
+int probe_answer_feed(struct probe_answer *a, const char *buf, size_t len,
+		      enum probe_result *res, int *status)
+{
+	struct errbuf err;
+	*status = 0;
+	while (len > 0) {
+		size_t used = 0, n = 0;
+		const char *piece = NULL;
+		int r = http_parser_feed_piece(&a->p, buf, len, &used, &piece, &n, &err);
+		if (r < 0) {
+			*status = a->p.resp.status;
+			*res = r == -E2BIG ? PROBE_TOO_BIG : PROBE_BAD_ANSWER;
+			return 1;
+		}
+		buf += used;
+		len -= used;
+		if (http_parser_head_done(&a->p)) {
+			*status = a->p.resp.status;
+			if (!passing_status(*status)) {
+				*res = PROBE_STATUS;
+				return 1;
+			}
+			a->body += n;
+			if (r == 1 || a->body >= PROBE_MAX_BODY) {
+				*res = PROBE_PASS;
+				return 1;
+			}
+		}
+		if (r == 1) { /* cannot happen before the head; defensive */
+			*res = PROBE_BAD_ANSWER;
+			return 1;
+		}
+		if (used == 0 && n == 0)
+			break;
+	}
+	return 0;
+}
+
+void probe_answer_eof(struct probe_answer *a, enum probe_result *res, int *status)
+{
+	struct errbuf err;
+	*status = a->p.resp.status;
+	if (!http_parser_head_done(&a->p)) {
+		*res = a->p.header_bytes == 0 && a->p.resp.status == 0 ? PROBE_CUT : PROBE_BAD_ANSWER;
+		*status = 0;
+		return;
+	}
+	if (!passing_status(*status))
+		*res = PROBE_STATUS;
+	else
+		*res = http_parser_eof(&a->p, &err) == 1 ? PROBE_PASS : PROBE_CUT;
+}
+
+/* ---- The record: Docker's handleProbeResult ---- */
+
+void probe_state_init(struct probe_state *s, int64_t now_ms)
+{
+	memset(s, 0, sizeof(*s));
+	s->status = PROBE_STARTING;
+	s->since_ms = now_ms;
+}
+
+bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
+		       enum probe_result r, int http_status, int64_t start_ms,
+		       int64_t started_ms, int64_t now_ms)
+{
+	enum probe_status old = s->status;
+	s->runs++;
+	s->last = r;
+	s->last_status = http_status;
+	s->last_ms = now_ms;
+	if (r == PROBE_PASS) {
+		s->failing_streak = 0;
+		if (s->passing_streak < UINT32_MAX)
+			s->passing_streak++;
+		/* Docker: one pass is healthy. success_threshold (Kubernetes)
+		 * asks for more in a row, from starting as from unhealthy. */
+		if (s->passing_streak >= spec->success_threshold)
+			s->status = PROBE_HEALTHY;
+	} else {
+		s->passing_streak = 0;
+		/* Docker: while starting (never passed), a failure within
+		 * start_period of the container's start is not counted. */
+		bool grace = s->status == PROBE_STARTING && started_ms > 0 &&
+			     start_ms - started_ms < spec->start_period_ms;
+		if (!grace) {
+			if (s->failing_streak < UINT32_MAX)
+				s->failing_streak++;
+			if (s->failing_streak >= spec->retries)
+				s->status = PROBE_UNHEALTHY;
+		}
+	}
+	if (s->status != old) {
+		s->since_ms = now_ms;
+		return true;
+	}
+	return false;
+}
+
+void probe_last_text(const struct probe_state *s, char *buf, size_t n)
+{
+	if (s->last_status && (s->last == PROBE_PASS || s->last == PROBE_STATUS))
+		snprintf(buf, n, "%s%sHTTP status %d%s", s->last == PROBE_PASS ? "passed" : "",
+			 s->last == PROBE_PASS ? " (" : "", s->last_status,
+			 s->last == PROBE_PASS ? ")" : "");
+	else
+		snprintf(buf, n, "%s", probe_result_text(s->last));
+}
+
+void probe_state_text(const struct probe_state *s, char *buf, size_t n)
+{
+	char last[64];
+	probe_last_text(s, last, sizeof(last));
+	if (s->status == PROBE_HEALTHY)
+		snprintf(buf, n, "healthy");
+	else if (s->runs == 0)
+		snprintf(buf, n, "probe starting (no probe has run yet)");
+	else if (s->status == PROBE_STARTING)
+		snprintf(buf, n, "probe starting (last probe: %s)", last);
+	else if (s->last == PROBE_PASS)
+		snprintf(buf, n, "probe unhealthy (last probe: %s)", last);
+	else
+		snprintf(buf, n, "probe unhealthy (%s)", last);
+}

@@ -1,0 +1,691 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's own probes (issue 27): one thread, one epoll set, every
+ * socket non-blocking with a deadline. Answers are judged by
+ * runtime/probe.c (over runtime/http_parse.c's parser); TLS is mbedtls with
+ * no certificate check (Kubernetes' rule for HTTPS probes). */
+#include "runtime/prober.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/ssl.h>
+
+#include "base/clock.h"
+#include "base/mbedcompat.h"
+
+#define WAKE_SLOT UINT32_MAX
+/* Bytes read per call: the head bound (16 KiB) and the body bound (10 KiB)
+ * are the parser's and the answer's. */
+#define READ_CHUNK 4096
+
+struct target {
+	char id[65];
+	int64_t started_ms; /* CLOCK_REALTIME */
+	struct probe_spec spec;
+	struct sockaddr_in addr;
+	uint64_t gen; /* names it to the connection probing it */
+	struct probe_state st;
+	char text[160]; /* the public words last told: a change kicks */
+	int64_t due;    /* CLOCK_MONOTONIC ms */
+	bool in_flight;
+};
+
+enum phase { P_CONNECT, P_TLS, P_SEND, P_READ };
+
+/* A probe in flight: the prober thread's alone. */
+struct conn {
+	bool used;
+	uint64_t gen;
+	int fd;
+	enum phase phase;
+	enum probe_kind kind;
+	int64_t start_real, deadline;
+	char req[PROBE_PATH_MAX + 160];
+	size_t req_len, req_off;
+	struct probe_answer ans;
+	mbedtls_ssl_context *ssl;
+	int io_errno;
+};
+
+struct prober {
+	pthread_t thread;
+	pthread_mutex_t lock; /* targets, counts, stop: held for a copy */
+	struct target *t;
+	size_t n;
+	uint64_t next_gen;
+	uint64_t counts[PROBE_N_RESULTS];
+	bool stop;
+	void (*kick)(void *);
+	void *kick_arg;
+	int epfd, wake_fd;
+	struct conn c[PROBER_MAX_SOCKETS];
+	/* TLS, set up at the first HTTPS probe: one config for all. */
+	bool tls_ready, tls_failed;
+	mbedtls_ssl_config conf;
+	mbedtls_entropy_context entropy;
+	mbedtls_ctr_drbg_context drbg;
+};
+
+/* ---- Targets (the refresh thread's side) ---- */
+
+/* Docker keeps Running true while paused or restarting: only "running"
+ * serves, and only a serving container is probed. */
+static bool serving(const struct container *c)
+{
+	return c->running && !c->paused && (!c->state || strcmp(c->state, "running") == 0);
+}
+
+static bool same_target(const struct target *a, const struct target *b)
+{
+	return strcmp(a->id, b->id) == 0 && a->started_ms == b->started_ms &&
+	       memcmp(&a->spec, &b->spec, sizeof(a->spec)) == 0 &&
+	       a->addr.sin_addr.s_addr == b->addr.sin_addr.s_addr &&
+	       a->addr.sin_port == b->addr.sin_port;
+}
+
+/* The target c's probe asks for, when it can run now. */
+static bool want(const struct container *c, struct target *t)
+{
+	const struct container_probe *p = c->probe;
+	if (!p || !p->usable || !serving(c) || c->oneoff || c->agent_self || !c->id ||
+	    strlen(c->id) >= sizeof(t->id))
+		return false;
+	memset(t, 0, sizeof(*t));
+	memcpy(t->id, c->id, strlen(c->id) + 1);
+	t->started_ms = c->started_at_ns / 1000000;
+	t->spec = p->spec;
+	t->addr.sin_family = AF_INET;
+	t->addr.sin_port = htons((uint16_t)p->spec.port);
+	const char *ip = c->network_mode && strcmp(c->network_mode, "host") == 0 ? "127.0.0.1"
+										 : c->ip;
+	return inet_pton(AF_INET, ip, &t->addr.sin_addr) == 1;
+}
+
+static void wake(struct prober *p)
+{
+	uint64_t one = 1;
+	if (write(p->wake_fd, &one, sizeof(one)) < 0) {
+		/* An eventfd this far from overflow does not fail; without the
+		 * wake the new targets wait for the next deadline. */
+	}
+}
+
+static int count_wanted(struct container_list *l, struct target **out, size_t *n)
+{
+	struct target *w = calloc(l->n ? l->n : 1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		struct container *c = &l->v[i];
+		if (k >= PROBER_MAX_TARGETS && want(c, &w[k])) {
+			c->probe->usable = false;
+			snprintf(c->probe->why, sizeof(c->probe->why),
+				 "probe: more than %d probed containers", PROBER_MAX_TARGETS);
+			continue;
+		}
+		if (k < PROBER_MAX_TARGETS && want(c, &w[k]))
+			k++;
+	}
+	*out = w;
+	*n = k;
+	return 0;
+}
+
+int prober_sync(struct prober *p, struct container_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (probe_prepare(&l->v[i]) < 0)
+			return -ENOMEM;
+	if (!p)
+		return 0;
+	struct target *w;
+	size_t n;
+	if (count_wanted(l, &w, &n) < 0)
+		return -ENOMEM;
+	int64_t now = clock_mono_ms(), real = clock_real_ms();
+	pthread_mutex_lock(&p->lock);
+	for (size_t k = 0; k < n; k++) {
+		bool found = false;
+		for (size_t o = 0; o < p->n && !found; o++) {
+			if (!same_target(&w[k], &p->t[o]))
+				continue;
+			w[k] = p->t[o];
+			found = true;
+		}
+		if (!found) {
+			w[k].gen = ++p->next_gen;
+			probe_state_init(&w[k].st, real);
+			probe_state_text(&w[k].st, w[k].text, sizeof(w[k].text));
+			/* At once, not an interval later as Docker does. */
+			w[k].due = now;
+		}
+	}
+	free(p->t);
+	p->t = w;
+	p->n = n;
+	/* The records as they are now, into the containers judged. */
+	for (size_t i = 0; i < l->n; i++) {
+		struct container *c = &l->v[i];
+		for (size_t k = 0; c->probe && k < n; k++) {
+			if (!c->id || strcmp(c->id, w[k].id) != 0)
+				continue;
+			c->probe->state = w[k].st;
+			c->probe->probed = true;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	wake(p);
+	return 0;
+}
+
+void prober_counts(struct prober *p, uint64_t out[PROBE_N_RESULTS])
+{
+	memset(out, 0, sizeof(uint64_t) * PROBE_N_RESULTS);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	memcpy(out, p->counts, sizeof(p->counts));
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- TLS ---- */
+
+static int tls_setup(struct prober *p)
+{
+	if (p->tls_ready)
+		return 0;
+	if (p->tls_failed)
+		return -EIO;
+	mbedtls_ssl_config_init(&p->conf);
+	mbedtls_entropy_init(&p->entropy);
+	mbedtls_ctr_drbg_init(&p->drbg);
+	int r = mbedcompat_init();
+	if (r == 0)
+		r = mbedtls_ctr_drbg_seed(&p->drbg, mbedtls_entropy_func, &p->entropy,
+					  (const unsigned char *)"dstack-healthd probe", 20);
+	if (r == 0)
+		r = mbedtls_ssl_config_defaults(&p->conf, MBEDTLS_SSL_IS_CLIENT,
+						MBEDTLS_SSL_TRANSPORT_STREAM,
+						MBEDTLS_SSL_PRESET_DEFAULT);
+	if (r != 0) {
+		mbedtls_ssl_config_free(&p->conf);
+		mbedtls_ctr_drbg_free(&p->drbg);
+		mbedtls_entropy_free(&p->entropy);
+		p->tls_failed = true;
+		return -EIO;
+	}
+	/* Kubernetes' HTTPS probe skips verification: the container's
+	 * certificate names a public host, not the address probed. */
+	mbedtls_ssl_conf_authmode(&p->conf, MBEDTLS_SSL_VERIFY_NONE);
+	mbedtls_ssl_conf_rng(&p->conf, mbedtls_ctr_drbg_random, &p->drbg);
+	mbedcompat_conf_min_tls12(&p->conf);
+	p->tls_ready = true;
+	return 0;
+}
+
+static int bio_send(void *ctx, const unsigned char *buf, size_t len)
+{
+	struct conn *c = ctx;
+	ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+	if (n >= 0)
+		return (int)n;
+	if (errno == EAGAIN || errno == EINTR)
+		return MBEDTLS_ERR_SSL_WANT_WRITE;
+	c->io_errno = errno;
+	return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+}
+
+static int bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+	struct conn *c = ctx;
+	ssize_t n = recv(c->fd, buf, len, 0);
+	if (n >= 0)
+		return (int)n;
+	if (errno == EAGAIN || errno == EINTR)
+		return MBEDTLS_ERR_SSL_WANT_READ;
+	c->io_errno = errno;
+	return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+}
+
+/* ---- Connections (the prober thread's side) ---- */
+
+static void conn_close(struct prober *p, struct conn *c)
+{
+	if (c->ssl) {
+		mbedtls_ssl_free(c->ssl);
+		free(c->ssl);
+	}
+	if (c->fd >= 0) {
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
+	probe_answer_free(&c->ans);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+}
+
+/* Records c's result in its target, if the target is still wanted, and
+ * closes c. */
+static void finish(struct prober *p, struct conn *c, enum probe_result r, int status)
+{
+	bool kick = false;
+	int64_t now = clock_mono_ms(), real = clock_real_ms();
+	uint64_t gen = c->gen;
+	int64_t start = c->start_real;
+	conn_close(p, c);
+	pthread_mutex_lock(&p->lock);
+	if (r > PROBE_NONE && r < PROBE_N_RESULTS)
+		p->counts[r]++;
+	for (size_t k = 0; k < p->n; k++) {
+		struct target *t = &p->t[k];
+		if (t->gen != gen)
+			continue;
+		char text[sizeof(t->text)];
+		probe_state_apply(&t->st, &t->spec, r, status, start, t->started_ms, real);
+		probe_state_text(&t->st, text, sizeof(text));
+		/* A change in the public words (status, or the reason of a
+		 * failing probe) is what a refresh would publish: ask for one
+		 * now, as Docker's health_status event does. */
+		kick = strcmp(text, t->text) != 0;
+		memcpy(t->text, text, sizeof(text));
+		t->in_flight = false;
+		/* Docker: the interval runs from the end of one probe. */
+		t->due = now + t->spec.interval_ms;
+		break;
+	}
+	/* Called under the lock, so that prober_set_kick, once it returns,
+	 * leaves no call to the old one under way (the callee only sets a
+	 * flag). */
+	if (kick && p->kick)
+		p->kick(p->kick_arg);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	p->kick = kick;
+	p->kick_arg = arg;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static enum probe_result errno_result(int e)
+{
+	switch (e) {
+	case ECONNREFUSED:
+		return PROBE_REFUSED;
+	case ECONNRESET:
+	case EPIPE:
+		return PROBE_RESET;
+	case ETIMEDOUT:
+		return PROBE_TIMEOUT;
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case EHOSTDOWN:
+	case ENETDOWN:
+		return PROBE_UNREACHABLE;
+	default:
+		return PROBE_ERROR;
+	}
+}
+
+static void watch(struct prober *p, struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.u32 = (uint32_t)(c - p->c) };
+	epoll_ctl(p->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void begin(struct prober *p, const struct target *t)
+{
+	struct conn *c = NULL;
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS && !c; i++)
+		if (!p->c[i].used)
+			c = &p->c[i];
+	if (!c)
+		return;
+	memset(c, 0, sizeof(*c));
+	c->used = true;
+	c->gen = t->gen;
+	c->kind = t->spec.kind;
+	c->start_real = clock_real_ms();
+	c->deadline = clock_mono_ms() + t->spec.timeout_ms;
+	probe_answer_init(&c->ans);
+	char host[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &t->addr.sin_addr, host, sizeof(host));
+	/* Host names the address probed (as Kubernetes' does); no header of
+	 * the app's is ever read back beyond the status line. */
+	int n = snprintf(c->req, sizeof(c->req),
+			 "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: dstack-healthd-probe/%s\r\n"
+			 "Accept: */*\r\nConnection: close\r\n\r\n",
+			 t->spec.path, host, t->spec.port, HEALTHD_VERSION);
+	c->req_len = n > 0 && (size_t)n < sizeof(c->req) ? (size_t)n : 0;
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		finish(p, c, PROBE_ERROR, 0);
+		return;
+	}
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = (uint32_t)(c - p->c) };
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
+		finish(p, c, PROBE_ERROR, 0);
+		return;
+	}
+	c->phase = P_CONNECT;
+	if (connect(c->fd, (const struct sockaddr *)&t->addr, sizeof(t->addr)) < 0 &&
+	    errno != EINPROGRESS)
+		finish(p, c, errno_result(errno), 0);
+}
+
+static void start_tls(struct prober *p, struct conn *c)
+{
+	c->ssl = calloc(1, sizeof(*c->ssl));
+	if (!c->ssl || tls_setup(p) < 0) {
+		finish(p, c, PROBE_ERROR, 0);
+		return;
+	}
+	mbedtls_ssl_init(c->ssl);
+	/* No name: SNI takes no IP literal (RFC 6066 §3); NULL set explicitly
+	 * for mbedtls 3.6.3 and later. */
+	if (mbedtls_ssl_setup(c->ssl, &p->conf) != 0 ||
+	    mbedtls_ssl_set_hostname(c->ssl, NULL) != 0) {
+		finish(p, c, PROBE_ERROR, 0);
+		return;
+	}
+	mbedtls_ssl_set_bio(c->ssl, c, bio_send, bio_recv, NULL);
+	c->phase = P_TLS;
+}
+
+/* Waits as mbedtls asked; false when r is a failure. */
+static bool tls_again(struct prober *p, struct conn *c, int r)
+{
+	if (r == MBEDTLS_ERR_SSL_WANT_READ)
+		watch(p, c, EPOLLIN);
+	else if (r == MBEDTLS_ERR_SSL_WANT_WRITE)
+		watch(p, c, EPOLLOUT);
+#ifdef MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET
+	/* mbedtls 3.6's TLS 1.3 reports a ticket it was sent: read on. */
+	else if (r == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET)
+		watch(p, c, EPOLLIN);
+#endif
+	else
+		return false;
+	return true;
+}
+
+/* A read or a write that failed: the peer's doing or ours. */
+static enum probe_result io_result(const struct conn *c, bool eof_ok)
+{
+	if (c->io_errno)
+		return errno_result(c->io_errno);
+	return eof_ok ? PROBE_CUT : PROBE_ERROR;
+}
+
+/* Reads what is there and feeds the answer; returns true while the probe
+ * goes on. */
+static bool read_some(struct prober *p, struct conn *c)
+{
+	char buf[READ_CHUNK];
+	/* Level-triggered: what is left is read at the next turn. mbedtls may
+	 * hold decrypted bytes the socket no longer signals, so a TLS probe
+	 * reads on while some are pending, up to 64 reads a turn; past that
+	 * (an endless run of 1xx heads) it is left to its timeout. */
+	for (int rounds = 0; rounds < 8 || (c->ssl && rounds < 64 &&
+					    mbedtls_ssl_check_pending(c->ssl)); rounds++) {
+		ssize_t n;
+		if (c->ssl) {
+			int r = mbedtls_ssl_read(c->ssl, (unsigned char *)buf, sizeof(buf));
+			if (r == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || r == MBEDTLS_ERR_SSL_CONN_EOF ||
+			    r == 0) {
+				n = 0;
+			} else if (r < 0) {
+				if (tls_again(p, c, r))
+					return true;
+				finish(p, c, io_result(c, true), 0);
+				return false;
+			} else {
+				n = r;
+			}
+		} else {
+			n = recv(c->fd, buf, sizeof(buf), 0);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return true;
+			if (n < 0) {
+				finish(p, c, errno_result(errno), 0);
+				return false;
+			}
+		}
+		enum probe_result res;
+		int status;
+		if (n == 0) {
+			probe_answer_eof(&c->ans, &res, &status);
+			finish(p, c, res, status);
+			return false;
+		}
+		if (probe_answer_feed(&c->ans, buf, (size_t)n, &res, &status)) {
+			finish(p, c, res, status);
+			return false;
+		}
+	}
+	return true;
+}
+
+static void send_some(struct prober *p, struct conn *c)
+{
+	while (c->req_off < c->req_len) {
+		ssize_t n;
+		if (c->ssl) {
+			int r = mbedtls_ssl_write(c->ssl, (const unsigned char *)c->req + c->req_off,
+						  c->req_len - c->req_off);
+			if (r < 0) {
+				if (!tls_again(p, c, r))
+					finish(p, c, io_result(c, false), 0);
+				return;
+			}
+			n = r;
+		} else {
+			n = send(c->fd, c->req + c->req_off, c->req_len - c->req_off, MSG_NOSIGNAL);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+				watch(p, c, EPOLLOUT);
+				return;
+			}
+			if (n < 0) {
+				finish(p, c, errno_result(errno), 0);
+				return;
+			}
+		}
+		c->req_off += (size_t)n;
+	}
+	c->phase = P_READ;
+	watch(p, c, EPOLLIN);
+	read_some(p, c);
+}
+
+/* One readiness event of c: moves it on as far as it can go now. */
+static void step(struct prober *p, struct conn *c)
+{
+	if (c->phase == P_CONNECT) {
+		int soerr = 0;
+		socklen_t sl = sizeof(soerr);
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+			soerr = errno;
+		if (soerr) {
+			finish(p, c, errno_result(soerr), 0);
+			return;
+		}
+		/* A TCP probe passes once the connect completes. */
+		if (c->kind == PROBE_TCP) {
+			finish(p, c, PROBE_PASS, 0);
+			return;
+		}
+		if (c->kind == PROBE_HTTPS) {
+			start_tls(p, c);
+			if (!c->used)
+				return;
+		} else {
+			c->phase = P_SEND;
+		}
+	}
+	if (c->phase == P_TLS) {
+		int r = mbedtls_ssl_handshake(c->ssl);
+		if (r != 0) {
+			if (!tls_again(p, c, r))
+				finish(p, c, c->io_errno ? errno_result(c->io_errno) : PROBE_TLS, 0);
+			return;
+		}
+		c->phase = P_SEND;
+	}
+	if (c->phase == P_SEND) {
+		send_some(p, c);
+		return;
+	}
+	read_some(p, c);
+}
+
+/* ---- The loop ---- */
+
+static bool stopping(struct prober *p)
+{
+	pthread_mutex_lock(&p->lock);
+	bool s = p->stop;
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+/* Starts the probes that are due, as far as sockets allow; returns when
+ * the next one is due (INT64_MAX for none). */
+static int64_t start_due(struct prober *p, int64_t now)
+{
+	struct target due[PROBER_MAX_SOCKETS];
+	size_t free_slots = 0, n = 0;
+	int64_t next = INT64_MAX;
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
+		free_slots += !p->c[i].used;
+	pthread_mutex_lock(&p->lock);
+	for (size_t k = 0; k < p->n; k++) {
+		struct target *t = &p->t[k];
+		if (t->in_flight)
+			continue;
+		if (t->due <= now && n < free_slots) {
+			t->in_flight = true;
+			due[n++] = *t;
+		} else if (t->due < next) {
+			next = t->due <= now ? now + 10 : t->due;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	for (size_t i = 0; i < n; i++)
+		begin(p, &due[i]);
+	return next;
+}
+
+/* Closes the probes whose timeout passed; returns the nearest deadline
+ * still ahead. */
+static int64_t expire(struct prober *p, int64_t now)
+{
+	int64_t next = INT64_MAX;
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++) {
+		struct conn *c = &p->c[i];
+		if (!c->used)
+			continue;
+		if (c->deadline <= now)
+			finish(p, c, PROBE_TIMEOUT, 0);
+		else if (c->deadline < next)
+			next = c->deadline;
+	}
+	return next;
+}
+
+static void *loop(void *arg)
+{
+	struct prober *p = arg;
+	struct epoll_event ev[PROBER_MAX_SOCKETS + 1];
+	while (!stopping(p)) {
+		int64_t now = clock_mono_ms();
+		int64_t next = expire(p, now), due = start_due(p, now);
+		if (due < next)
+			next = due;
+		int64_t wait = next == INT64_MAX ? 60000 : next - clock_mono_ms();
+		if (wait < 0)
+			wait = 0;
+		int n = epoll_wait(p->epfd, ev, PROBER_MAX_SOCKETS + 1, (int)(wait > 60000 ? 60000 : wait));
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u32 == WAKE_SLOT) {
+				uint64_t v;
+				if (read(p->wake_fd, &v, sizeof(v)) < 0) {
+					/* EAGAIN: another wake read it. */
+				}
+				continue;
+			}
+			struct conn *c = &p->c[ev[i].data.u32];
+			if (c->used)
+				step(p, c);
+		}
+	}
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
+		if (p->c[i].used)
+			conn_close(p, &p->c[i]);
+	return NULL;
+}
+
+int prober_start(void (*kick)(void *), void *arg, struct prober **out, struct errbuf *err)
+{
+	struct prober *p = calloc(1, sizeof(*p));
+	if (!p)
+		return errbuf_set(err, ENOMEM, "out of memory");
+	p->kick = kick;
+	p->kick_arg = arg;
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
+		p->c[i].fd = -1;
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int r = p->epfd < 0 || p->wake_fd < 0 ? errno : 0;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = WAKE_SLOT };
+	if (!r && epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->wake_fd, &ev) < 0)
+		r = errno;
+	pthread_mutex_init(&p->lock, NULL);
+	if (!r)
+		r = pthread_create(&p->thread, NULL, loop, p);
+	if (r) {
+		if (p->epfd >= 0)
+			close(p->epfd);
+		if (p->wake_fd >= 0)
+			close(p->wake_fd);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+		return errbuf_set(err, r, "cannot start the probe thread: %s", strerror(r));
+	}
+	*out = p;
+	return 0;
+}
+
+void prober_stop(struct prober *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_mutex_unlock(&p->lock);
+	wake(p);
+	pthread_join(p->thread, NULL);
+	close(p->epfd);
+	close(p->wake_fd);
+	pthread_mutex_destroy(&p->lock);
+	if (p->tls_ready) {
+		mbedtls_ssl_config_free(&p->conf);
+		mbedtls_ctr_drbg_free(&p->drbg);
+		mbedtls_entropy_free(&p->entropy);
+	}
+	free(p->t);
+	free(p);
+}

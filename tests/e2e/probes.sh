@@ -1,0 +1,268 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The agent's own probes (issue 27) against a real dockerd: an image with no
+# shell (one static C server, tests/fakes/probe_server.c) on a Compose
+# network, its answer flipped by a file it reads (200, 500, refused, slow,
+# and the hostile ones), a TCP probe, start_period, retries, a label aiming
+# elsewhere, a container that keeps restarting; then the nerdctl path with
+# its stand-in. Everything runs in a network namespace of its own (unshare
+# -n): the containers' addresses are on a bridge that exists only there.
+# tests/run: timeout 900
+cd "$(dirname "$0")/../.." || exit 1
+if [ -z "${HEALTHD_PROBES_NETNS:-}" ]; then
+	if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
+		echo "1..0 # SKIP needs root and unshare"
+		exit 0
+	fi
+	HEALTHD_PROBES_NETNS=1 exec unshare --net -- bash "$0" "$@"
+fi
+ip link set lo up
+. tests/lib/tap.sh
+. tests/lib/dockerd.sh
+
+command -v cc >/dev/null || skip_all "cc is not installed"
+dockerd_start
+diag "dockerd $("$DH_DOCKER" version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')"
+
+# --- the image: one static binary, no shell ---------------------------------
+mkdir -p "$DH_T/img"
+cc -static -O2 -o "$DH_T/img/probe_server" tests/fakes/probe_server.c 2>"$DH_T/cc.log"
+ok $? "the probe server builds static" || sed 's/^/# /' "$DH_T/cc.log"
+tar -C "$DH_T/img" -c . | "$DH_DOCKER" import --change 'ENTRYPOINT ["/probe_server"]' - \
+	probe-srv:1 >/dev/null
+ok $? "image probe-srv:1: the server alone"
+ok "$( ! "$DH_DOCKER" run --rm --network none --entrypoint /bin/sh probe-srv:1 -c true \
+	>/dev/null 2>&1; echo $?)" "the image has no shell"
+
+for s in web db late crash; do mkdir -p "$DH_T/ctl-$s" && echo 200 >"$DH_T/ctl-$s/mode"; done
+echo refuse >"$DH_T/ctl-late/mode"
+echo exit >"$DH_T/ctl-crash/mode"
+cat >"$DH_T/probes.yml" <<EOF
+version: "2.4"
+services:
+  web:
+    image: probe-srv:1
+    command: ["8080"]
+    volumes: ["$DH_T/ctl-web:/ctl"]
+    labels:
+      dstack.healthd.probe: "http://:8080/healthz?x=1"
+      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.timeout: "1s"
+      dstack.healthd.probe.retries: "3"
+  db:
+    image: probe-srv:1
+    command: ["5432"]
+    volumes: ["$DH_T/ctl-db:/ctl"]
+    labels:
+      dstack.healthd.probe: "tcp://:5432"
+      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.retries: "1"
+  evil:
+    image: probe-srv:1
+    command: ["80"]
+    labels:
+      dstack.healthd.probe: "http://169.254.169.254:80/latest/meta-data"
+EOF
+timeout 120 docker-compose --no-ansi -p pr -f "$DH_T/probes.yml" up -d >"$DH_T/up.log" 2>&1
+ok $? "docker-compose up: web (HTTP), db (TCP), evil (a label aiming elsewhere)" ||
+	sed 's/^/# /' "$DH_T/up.log"
+dh_expect_state 30 pr_web_1 "running -"
+ip=$("$DH_DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' pr_web_1)
+like "$ip" '^[0-9.]+$' "web has an address on the project's network ($ip)"
+
+healthd_runtime "$DH_T/rt.json" pr
+CTL="$DH_T/ctl.sock"
+healthd_start a "$DH_T/rt.json" --interval 1 --control-socket "$CTL" \
+	--metrics-listen "" --log-level debug
+status_json() { "$HEALTHD_BIN" status --json --control-socket "$CTL" 2>/dev/null; }
+probe_of() { # probe_of SERVICE FIELD
+	status_json | dh_json "[c['agent_probe']['$2'] for c in d['containers'] if c['service'] == '$1'][0]"
+}
+probe_is() { [ "$(probe_of "$1" "$2")" = "$3" ]; }
+
+want=$(healthd_expect false pr_evil_1 "label dstack.healthd.probe: names a host; a probe goes only to the container's own address (write http://:PORT/PATH)")
+wait_for 30 healthd_query_is a "$want"
+is "$(healthd_query a)" "$want" "a label aiming elsewhere is an entry with a clear status; web and db pass"
+is "$(probe_of evil refused)" "label dstack.healthd.probe: names a host; a probe goes only to the container's own address (write http://:PORT/PATH)" \
+	"status: the refused label, and no target for it"
+is "$(probe_of web target)" "http://$ip:8080/healthz?x=1" "status: web's target is its own address"
+ok "$( ! grep -q '169.254' "$DH_T/hd-a.log"; echo $?)" "the agent never names the address the label aimed at"
+
+"$DH_DOCKER" rm -f pr_evil_1 >/dev/null
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+is "$(healthd_query a)" "$HEALTHD_OK" "HTTP and TCP probes pass: healthy"
+is "$(probe_of db target)" "tcp://$("$DH_DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' pr_db_1):5432" \
+	"status: db's TCP target"
+
+# --- flips: 500, refused, slow; retries counted ----------------------------
+unhealthy_web() { healthd_expect false pr_web_1 "$1"; }
+echo 500 >"$DH_T/ctl-web/mode"
+streak1() {
+	local s
+	s=$(status_json) || return 1
+	[ "$(printf '%s' "$s" | dh_json "[c['agent_probe']['failing_streak'] for c in d['containers'] if c['service'] == 'web'][0]")" -ge 1 ] 2>/dev/null &&
+		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = True ] ||
+		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = true ]
+}
+wait_for 20 streak1
+ok $? "retries: a failing probe below retries (3) leaves the verdict healthy"
+wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (HTTP status 500)')"
+is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (HTTP status 500)')" \
+	"HTTP 500: unhealthy after retries, in the agent's words"
+out=$(healthd_query a)
+ok "$(printf '%s' "$out" | grep -Eq 'SECRET|X-Secret|10\.9\.9\.9|'"${ip//./\\.}"; echo $(( ! $? )))" \
+	"the public answer carries no body, header or address of the app's"
+is "$(probe_of web last_reason)" "HTTP status 500" "status: the last result and its reason"
+
+echo refuse >"$DH_T/ctl-web/mode"
+wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (connection refused)')"
+is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (connection refused)')" "refused"
+
+echo slow >"$DH_T/ctl-web/mode"
+wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (timed out)')"
+is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (timed out)')" "slow past the timeout"
+
+echo 200 >"$DH_T/ctl-web/mode"
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+is "$(healthd_query a)" "$HEALTHD_OK" "200 again: healthy after success_threshold (1)"
+echo 302 >"$DH_T/ctl-web/mode"
+sleep_until_runs() { # the next few probes have run
+	local want=$(( $(probe_of web runs) + $1 ))
+	wait_for 30 probe_runs_ge "$want"
+}
+probe_runs_ge() { [ "$(probe_of web runs)" -ge "$1" ] 2>/dev/null; }
+sleep_until_runs 3
+is "$(healthd_query a)" "$HEALTHD_OK" "a redirect is a pass (not followed)"
+
+echo refuse >"$DH_T/ctl-db/mode"
+wait_for 30 healthd_query_is a "$(healthd_expect false pr_db_1 'probe unhealthy (connection refused)')"
+is "$(healthd_query a)" "$(healthd_expect false pr_db_1 'probe unhealthy (connection refused)')" \
+	"TCP: a refused connect is a failure"
+echo 200 >"$DH_T/ctl-db/mode"
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+
+# --- hostile answers: bounded in bytes and time -----------------------------
+rss() { awk '/^RssAnon:/ {print $2}' "/proc/$HD_PID_a/status"; }
+for m in "header:probe unhealthy (answer head too large)" \
+	"trickle:probe unhealthy (timed out)" "reset:probe unhealthy (connection reset)"; do
+	echo "${m%%:*}" >"$DH_T/ctl-web/mode"
+	wait_for 40 healthd_query_is a "$(unhealthy_web "${m#*:}")"
+	is "$(healthd_query a)" "$(unhealthy_web "${m#*:}")" "hostile ${m%%:*}: ${m#*:}"
+done
+echo body >"$DH_T/ctl-web/mode"
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+sleep_until_runs 5
+is "$(healthd_query a)" "$HEALTHD_OK" "a 1 GiB body behind a 200: a pass after 10 KiB of it"
+anon=$(rss)
+# A body kept whole would be 1 GiB; ASan's shadow and quarantine alone take
+# tens of MiB.
+limit=16384
+case ${HEALTHD_BUILD:-build} in *asan*) limit=262144 ;; esac
+ok "$([ "${anon:-9999999}" -lt "$limit" ]; echo $?)" \
+	"the agent's RssAnon stays bounded meanwhile (${anon} kB < $limit kB)"
+echo 200 >"$DH_T/ctl-web/mode"
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+
+# --- start_period; a container that keeps restarting -----------------------
+cat >"$DH_T/late.yml" <<EOF
+version: "2.4"
+services:
+  late:
+    image: probe-srv:1
+    command: ["8081"]
+    volumes: ["$DH_T/ctl-late:/ctl"]
+    labels:
+      dstack.healthd.probe: "http://:8081/"
+      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.retries: "1"
+      dstack.healthd.probe.start_period: "25s"
+  crash:
+    image: probe-srv:1
+    command: ["8082"]
+    restart: always
+    volumes: ["$DH_T/ctl-crash:/ctl"]
+    labels:
+      dstack.healthd.probe: "http://:8082/"
+      dstack.healthd.probe.interval: "1s"
+EOF
+timeout 120 docker-compose --no-ansi -p pr -f "$DH_T/late.yml" up -d >"$DH_T/up2.log" 2>&1
+ok $? "docker-compose up: late (start_period 25s, refusing), crash (restart: always, exits)" ||
+	sed 's/^/# /' "$DH_T/up2.log"
+late_runs_ge() { [ "$(probe_of late runs)" -ge "$1" ] 2>/dev/null; }
+wait_for 30 late_runs_ge 3
+started=$("$DH_DOCKER" inspect -f '{{.State.StartedAt}}' pr_late_1)
+age=$(( $(date +%s) - $(date -d "$started" +%s) ))
+s=$(healthd_query a | dh_json "[e['status'] for e in d['unhealthy'] if e['name'] == 'pr_late_1'][0]")
+if [ "$age" -lt 24 ]; then
+	is "$s" "probe starting (last probe: connection refused)" \
+		"start_period: failures within it are not counted (${age} s in, $(probe_of late runs) probes)"
+else
+	ok 0 "# SKIP start_period check: the machine took ${age} s to get here"
+fi
+wait_for 60 healthd_query_like a '"pr_late_1","status":"probe unhealthy \(connection refused\)"'
+ok $? "start_period over: unhealthy after retries"
+like "$(healthd_query a)" '"name":"pr_crash_1","status":"(restarting|exited|running)[^"]*"' \
+	"a container that keeps restarting: an entry, never a pass"
+healthy_n=0
+for _ in 1 2 3 4 5 6; do
+	healthd_query a | grep -q '"pr_crash_1"' || healthy_n=$((healthy_n + 1))
+	sleep 0.5
+done
+is "$healthy_n" 0 "crash: never judged healthy while it restarts"
+"$DH_DOCKER" rm -f pr_crash_1 pr_late_1 >/dev/null
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+is "$(healthd_query a)" "$HEALTHD_OK" "back to healthy; the agent still answers"
+
+# A reload that keeps the source keeps every probe's record: no flip back to
+# "starting" (the verdict does not change), as the failure count is kept.
+metric() { curl -s --max-time 3 --unix-socket "$CTL" http://x/metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+refreshes() { curl -s --max-time 3 --unix-socket "$CTL" http://x/metrics |
+	awk '/^dstack_healthd_refreshes_total/ { n += $2 } END { print n + 0 }'; }
+more_refreshes() { [ "$(refreshes)" -ge "$1" ]; }
+changes=$(metric dstack_healthd_verdict_changes_total)
+"$HEALTHD_BIN" reload --control-socket "$CTL" >/dev/null 2>&1
+ok $? "dstack-healthd reload"
+wait_for 30 more_refreshes $(( $(refreshes) + 3 ))
+is "$(metric dstack_healthd_verdict_changes_total)" "$changes" \
+	"a reload keeps the probes' records: the verdict never went back to starting"
+is "$(healthd_query a)" "$HEALTHD_OK" "healthy after the reload"
+
+# --- operator's view and metrics -------------------------------------------
+out=$("$HEALTHD_BIN" status --control-socket "$CTL")
+like "$out" "agent probe http://$ip:8080/healthz\\?x=1: healthy, last passed \\(HTTP status 200\\)" \
+	"dstack-healthd status: target, status, last result"
+m=$(curl -s --max-time 3 --unix-socket "$CTL" http://x/metrics)
+like "$m" 'dstack_healthd_probes_total\{result="pass"\} [1-9]' "metrics: probes counted by result (pass)"
+like "$m" 'dstack_healthd_probes_total\{result="refused"\} [1-9]' "metrics: refused counted"
+like "$m" 'dstack_healthd_probes_total\{result="timeout"\} [1-9]' "metrics: timeouts counted"
+
+healthd_stop a
+ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report"
+
+# --- nerdctl: the stand-in prints nerdctl 2.x's inspect; the address it
+# gives (10.4.0.5 on unknown-eth0) is made to exist in this namespace ---------
+ip addr add 10.4.0.5/32 dev lo
+ok $? "10.4.0.5 exists in this network namespace only"
+mkdir -p "$DH_T/nctl" "$DH_T/nscen"
+echo 200 >"$DH_T/nctl/mode"
+"$DH_T/img/probe_server" 18080 "$DH_T/nctl" >/dev/null 2>&1 &
+dh_track $!
+printf '%s\n' probe-web.json >"$DH_T/nscen/containers"
+printf '%s\n' '{"manifest_version":"3","name":"t","runner":"nerdctl-compose","requirements":{"health_check":true}}' \
+	>"$DH_T/n-compose.json"
+printf '{"project":"demo","namespace":"dstack","snapshotter":""}\n' >"$DH_T/n-rt.json"
+NERDCTL_FAKE_DIR="$DH_T/nscen" "$HEALTHD_BIN" --listen "unix:$DH_T/n.sock" \
+	--compose-file "$DH_T/n-compose.json" --runtime-file "$DH_T/n-rt.json" \
+	--nerdctl "$PWD/tests/fakes/nerdctl" --interval 1 --control-socket "" \
+	>"$DH_T/hd-n.log" 2>&1 &
+HD_PID_n=$!
+dh_track $!
+wait_for 30 healthd_query_is n "$HEALTHD_OK"
+is "$(healthd_query n)" "$HEALTHD_OK" "nerdctl: the probe reaches the address nerdctl printed and passes"
+echo 500 >"$DH_T/nctl/mode"
+wait_for 30 healthd_query_is n "$(healthd_expect false web-1 'probe unhealthy (HTTP status 500)')"
+is "$(healthd_query n)" "$(healthd_expect false web-1 'probe unhealthy (HTTP status 500)')" \
+	"nerdctl: a failing probe is unhealthy"
+healthd_stop n
+ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report (nerdctl)"
+done_testing

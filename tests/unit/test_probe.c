@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agent's own probes (issue 27), the pure parts: labels, durations,
+ * answers, Docker's state machine, the judge, the container's address. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "runtime/container.h"
+#include "runtime/inspect.h"
+#include "runtime/probe.h"
+#include "tests/lib/tap.h"
+
+static void durations(void)
+{
+	static const struct {
+		const char *s;
+		int r;
+		int64_t ms;
+	} t[] = {
+		{ "10s", 0, 10000 },   { "1m30s", 0, 90000 }, { "500ms", 0, 500 },
+		{ "1.5s", 0, 1500 },   { "0", 0, 0 },         { "2h", 0, 7200000 },
+		{ "1500us", 0, 1 },    { "1h1m1s", 0, 3661000 }, { "0.5m", 0, 30000 },
+		{ "", -EINVAL, 0 },    { "10", -EINVAL, 0 },  { "-1s", -EINVAL, 0 },
+		{ "s", -EINVAL, 0 },   { "1x", -EINVAL, 0 },  { "1s ", -EINVAL, 0 },
+		{ "25h", -ERANGE, 0 }, { "99999999999999999999s", -ERANGE, 0 },
+		{ ".s", -EINVAL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int64_t ms = -1;
+		int r = probe_parse_duration(t[i].s, &ms);
+		is_int(r, t[i].r, "duration \"%s\": result", t[i].s);
+		if (r == 0)
+			is_int(ms, t[i].ms, "duration \"%s\": ms", t[i].s);
+	}
+}
+
+static void labels(void)
+{
+	static const struct {
+		const char *probe, *interval, *timeout, *start, *retries, *succ;
+		int ok;
+		enum probe_kind kind;
+		unsigned port;
+		const char *path, *why; /* a piece of why */
+	} t[] = {
+		{ "http://:8080/healthz", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTP, 8080, "/healthz", NULL },
+		{ "https://:8443", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTPS, 8443, "/", NULL },
+		{ "HTTP://:80/a?b=c&d=%20", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTP, 80, "/a?b=c&d=%20", NULL },
+		{ "tcp://:5432", "1s", "500ms", "30s", "5", "2", 1, PROBE_TCP, 5432, "", NULL },
+		{ "tcp://:5432/", NULL, NULL, NULL, NULL, NULL, 1, PROBE_TCP, 5432, "", NULL },
+		/* A label aiming elsewhere: never a connection. */
+		{ "http://169.254.169.254/latest", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "http://localhost:80/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "http://user@:80/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "http://[::1]:80/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "tcp://10.0.0.1:22", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "unix:///var/run/docker.sock", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "must be http://" },
+		{ "grpc://:50051", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "grpc:// probes are not supported" },
+		{ "http://:0/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
+		{ "http://:65536/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
+		{ "http://:80@x/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "must be http://" },
+		{ "http://:80/a b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
+		{ "http://:80/a\r\nX: y", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
+		{ "http://:80/#frag", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
+		{ "tcp://:80/x", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "takes no path" },
+		{ "http://:80/", "10", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: not a duration" },
+		{ "http://:80/", "10ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		{ "http://:80/", NULL, "2m", NULL, NULL, NULL, 0, 0, 0, NULL, "timeout: out of range" },
+		{ "http://:80/", NULL, NULL, "-5s", NULL, NULL, 0, 0, 0, NULL, "start_period: not a duration" },
+		{ "http://:80/", NULL, NULL, NULL, "0", NULL, 0, 0, 0, NULL, "retries: out of range" },
+		{ "http://:80/", NULL, NULL, NULL, "three", NULL, 0, 0, 0, NULL, "retries: not a whole number" },
+		{ "http://:80/", NULL, NULL, NULL, NULL, "1000", 0, 0, 0, NULL, "success_threshold: not a whole" },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct probe_labels l = { .probe = (char *)t[i].probe, .interval = (char *)t[i].interval,
+					  .timeout = (char *)t[i].timeout,
+					  .start_period = (char *)t[i].start,
+					  .retries = (char *)t[i].retries,
+					  .success_threshold = (char *)t[i].succ };
+		struct probe_spec s;
+		char why[160] = "";
+		int r = probe_spec_parse(&l, &s, why, sizeof(why));
+		ok((r == 0) == t[i].ok, "label %zu %s (%s)", i, t[i].ok ? "taken" : "refused", why);
+		if (r == 0) {
+			is_int(s.kind, t[i].kind, "label %zu: kind", i);
+			is_int(s.port, t[i].port, "label %zu: port", i);
+			if (t[i].kind != PROBE_TCP)
+				is_str(s.path, t[i].path, "label %zu: path", i);
+		} else {
+			ok(strstr(why, t[i].why) != NULL, "label %zu: why says \"%s\"", i, t[i].why);
+			/* The value is the app's: never quoted back. */
+			ok(strstr(why, t[i].probe) == NULL, "label %zu: value not quoted", i);
+		}
+	}
+	struct probe_labels d = { .probe = "http://:1/" };
+	struct probe_spec s;
+	char why[160];
+	probe_spec_parse(&d, &s, why, sizeof(why));
+	ok(s.interval_ms == 5000 && s.timeout_ms == 2000 && s.start_period_ms == 0 &&
+		   s.retries == 3 && s.success_threshold == 1,
+	   "defaults: 5s, 2s, 0s, 3, 1");
+	struct probe_labels t2 = { .probe = "tcp://:1", .interval = "1s", .timeout = "500ms",
+				   .start_period = "30s", .retries = "5", .success_threshold = "2" };
+	probe_spec_parse(&t2, &s, why, sizeof(why));
+	ok(s.interval_ms == 1000 && s.timeout_ms == 500 && s.start_period_ms == 30000 &&
+		   s.retries == 5 && s.success_threshold == 2,
+	   "every label read");
+}
+
+static void answers(void)
+{
+	static const struct {
+		const char *bytes;
+		bool eof;
+		enum probe_result res;
+		int status;
+	} t[] = {
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, PROBE_PASS, 200 },
+		{ "HTTP/1.1 204 No Content\r\n\r\n", false, PROBE_PASS, 204 },
+		{ "HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 302 },
+		{ "HTTP/1.1 399 X\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 399 },
+		{ "HTTP/1.1 400 Bad\r\nContent-Length: 0\r\n\r\n", false, PROBE_STATUS, 400 },
+		{ "HTTP/1.1 500 Oops\r\n\r\n", false, PROBE_STATUS, 500 },
+		{ "HTTP/1.1 199 X\r\n\r\n", true, PROBE_BAD_ANSWER, 0 },
+		{ "HTTP/1.0 200 OK\r\n\r\nbody until the end", true, PROBE_PASS, 200 },
+		{ "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true, PROBE_CUT, 200 },
+		{ "HTTP/1.1 200 OK\r\nContent-Le", true, PROBE_BAD_ANSWER, 0 },
+		{ "", true, PROBE_CUT, 0 },
+		{ "SSH-2.0-OpenSSH_9.2\r\n", false, PROBE_BAD_ANSWER, 0 },
+		{ "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 200 },
+		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, PROBE_PASS, 200 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct probe_answer a;
+		enum probe_result res = PROBE_NONE;
+		int status = -1;
+		probe_answer_init(&a);
+		const char *b = t[i].bytes;
+		int done = 0;
+		/* One byte at a time: the worst split a socket can give. */
+		for (size_t k = 0; b[k] && !done; k++)
+			done = probe_answer_feed(&a, b + k, 1, &res, &status);
+		if (!done && t[i].eof)
+			probe_answer_eof(&a, &res, &status);
+		else if (!done)
+			res = PROBE_NONE;
+		is_int(res, t[i].res, "answer %zu: %s", i, probe_result_name(t[i].res));
+		is_int(status, t[i].status, "answer %zu: status", i);
+		probe_answer_free(&a);
+	}
+	/* Bounds: an endless head fails at 16 KiB, a 1 GiB body passes after
+	 * 10 KiB of it, whatever comes after. */
+	struct probe_answer a;
+	enum probe_result res = PROBE_NONE;
+	int status = 0, done = 0;
+	char junk[4096];
+	memset(junk, 'a', sizeof(junk));
+	probe_answer_init(&a);
+	probe_answer_feed(&a, "HTTP/1.1 200 OK\r\nX: ", 20, &res, &status);
+	size_t fed = 20;
+	while (!done && fed < (1u << 20)) {
+		done = probe_answer_feed(&a, junk, sizeof(junk), &res, &status);
+		fed += sizeof(junk);
+	}
+	ok(done && res == PROBE_TOO_BIG && fed <= HTTP_MAX_HEADER_BYTES + 2 * sizeof(junk),
+	   "an endless header is refused within the head bound (%zu bytes fed)", fed);
+	probe_answer_free(&a);
+	probe_answer_init(&a);
+	static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n";
+	done = probe_answer_feed(&a, head, strlen(head), &res, &status);
+	fed = 0;
+	while (!done && fed < (1u << 20)) {
+		done = probe_answer_feed(&a, junk, sizeof(junk), &res, &status);
+		fed += sizeof(junk);
+	}
+	ok(done && res == PROBE_PASS && fed <= PROBE_MAX_BODY + sizeof(junk),
+	   "a 1 GiB body: decided after %zu bytes of it", fed);
+	probe_answer_free(&a);
+}
+
+/* Docker's handleProbeResult, step by step: r is the result of each probe
+ * (P pass, F fail), t its start in s after the container's start, want the
+ * status after it. */
+static void machine(void)
+{
+	static const struct {
+		const char *name;
+		unsigned retries, succ;
+		int64_t start_period_ms;
+		const char *steps; /* "P@0" "F@1" ... */
+		const char *want;  /* S, H, U after each step */
+	} t[] = {
+		{ "first pass is healthy", 3, 1, 0, "P0", "H" },
+		{ "failures counted to retries", 3, 1, 0, "F0F1F2", "SSU" },
+		{ "a pass resets the streak", 3, 1, 0, "F0F1P2F3F4F5", "SSHHHU" },
+		{ "healthy stays healthy until retries", 2, 1, 0, "P0F1F2", "HHU" },
+		{ "unhealthy to healthy on one pass", 1, 1, 0, "F0P1", "UH" },
+		{ "success_threshold from unhealthy", 1, 3, 0, "F0P1P2F3P4P5P6", "UUUUUUH" },
+		{ "success_threshold from starting", 3, 2, 0, "P0P1", "SH" },
+		{ "start_period: failures not counted", 1, 1, 10000, "F0F5F9F10", "SSSU" },
+		{ "start_period: only while starting", 1, 1, 10000, "P0F1", "HU" },
+		{ "start_period ends: counted from then", 2, 1, 5000, "F0F4F6F7", "SSSU" },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct probe_spec spec = { .retries = t[i].retries, .success_threshold = t[i].succ,
+					   .start_period_ms = t[i].start_period_ms };
+		struct probe_state st;
+		int64_t started = 1000000;
+		probe_state_init(&st, started);
+		char got[32] = "";
+		size_t n = 0;
+		for (const char *p = t[i].steps; *p && n < sizeof(got) - 1;) {
+			enum probe_result r = *p++ == 'P' ? PROBE_PASS : PROBE_REFUSED;
+			long sec = strtol(p, (char **)&p, 10);
+			probe_state_apply(&st, &spec, r, 0, started + sec * 1000, started,
+					  started + sec * 1000 + 1);
+			got[n++] = "SHU"[st.status];
+		}
+		got[n] = '\0';
+		is_str(got, t[i].want, "state machine: %s", t[i].name);
+	}
+	struct probe_spec spec = { .retries = 1, .success_threshold = 1 };
+	struct probe_state st;
+	char text[200];
+	probe_state_init(&st, 0);
+	probe_state_text(&st, text, sizeof(text));
+	is_str(text, "probe starting (no probe has run yet)", "text before any probe");
+	probe_state_apply(&st, &spec, PROBE_STATUS, 500, 0, 0, 1);
+	probe_state_text(&st, text, sizeof(text));
+	is_str(text, "probe unhealthy (HTTP status 500)", "text of a failing status");
+	probe_state_apply(&st, &spec, PROBE_TIMEOUT, 0, 0, 0, 1);
+	probe_state_text(&st, text, sizeof(text));
+	is_str(text, "probe unhealthy (timed out)", "text of a timeout");
+}
+
+/* Docker's and nerdctl's inspect shapes give the container's own address;
+ * the judge serves what the probe says. */
+static const char docker_obj[] =
+	"{\"Id\":\"c1\",\"Name\":\"/web\",\"State\":{\"Status\":\"running\",\"Running\":true,"
+	"\"StartedAt\":\"2026-01-01T00:00:00Z\"},\"Config\":{\"Labels\":{"
+	"\"com.docker.compose.project\":\"demo\",\"dstack.healthd.probe\":\"http://:8080/h\"%s}},"
+	"\"HostConfig\":{\"NetworkMode\":\"%s\"},\"NetworkSettings\":{\"IPAddress\":\"\","
+	"\"Networks\":{%s}}}";
+
+static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
+		     struct container *c)
+{
+	char buf[2048];
+	struct json j;
+	struct errbuf err;
+	snprintf(buf, sizeof(buf), docker_obj, fmt_extra, mode, nets);
+	int r = json_parse(&j, buf, strlen(buf), 1024, &err);
+	if (r == 0)
+		r = inspect_parse_object(&j, 0, c, &err);
+	json_free(&j);
+	return r < 0 ? r : probe_prepare(c);
+}
+
+static void addresses(void)
+{
+	static const struct {
+		const char *mode, *nets, *target, *why;
+	} t[] = {
+		{ "demo_default", "\"demo_default\":{\"IPAddress\":\"172.18.0.2\"}", "http://172.18.0.2:8080", NULL },
+		{ "demo_b", "\"demo_b\":{\"IPAddress\":\"172.19.0.3\"},\"demo_a\":{\"IPAddress\":\"172.20.0.4\"}",
+		  "http://172.20.0.4:8080", NULL },
+		{ "host", "\"host\":{\"IPAddress\":\"\"}", "http://127.0.0.1:8080", NULL },
+		{ "none", "\"none\":{\"IPAddress\":\"\"}", NULL, "no IPv4 address" },
+		{ "container:abc", "", NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":\"not-an-ip\"}", NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":7}", NULL, "no IPv4 address" },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct container c;
+		int r = parse_one("", t[i].mode, t[i].nets, &c);
+		ok(r == 0 && c.probe, "address %zu parsed", i);
+		if (r < 0 || !c.probe)
+			continue;
+		if (t[i].target)
+			is_str(c.probe->usable ? c.probe->target : c.probe->why, t[i].target,
+			       "address %zu: %s", i, t[i].target);
+		else
+			ok(!c.probe->usable && strstr(c.probe->why, t[i].why),
+			   "address %zu: none (%s)", i, c.probe->why);
+		container_free(&c);
+	}
+}
+
+static const char *judged(struct container *c, size_t n)
+{
+	static char buf[512];
+	struct container_list l = { .v = c, .n = n, .cap = n };
+	struct verdict v;
+	verdict_init(&v);
+	containers_judge(&l, &v);
+	snprintf(buf, sizeof(buf), "%s", v.healthy ? "healthy" : v.n_entries ? v.entries[0].status : "?");
+	verdict_free(&v);
+	return buf;
+}
+
+static void judge(void)
+{
+	struct container c;
+	parse_one("", "demo_default", "\"demo_default\":{\"IPAddress\":\"172.18.0.2\"}", &c);
+	is_str(judged(&c, 1), "probe starting (no probe has run yet)", "judge: not probed yet");
+	c.probe->probed = true;
+	c.probe->state.status = PROBE_HEALTHY;
+	is_str(judged(&c, 1), "healthy", "judge: a healthy probe passes");
+	c.probe->state.status = PROBE_UNHEALTHY;
+	c.probe->state.runs = 3;
+	c.probe->state.last = PROBE_REFUSED;
+	is_str(judged(&c, 1), "probe unhealthy (connection refused)", "judge: unhealthy probe");
+	/* Both a Docker healthcheck and a probe: both must pass. */
+	c.healthcheck_configured = true;
+	c.health = strdup("healthy");
+	is_str(judged(&c, 1), "probe unhealthy (connection refused)", "judge: Docker healthy, probe not");
+	c.probe->state.status = PROBE_HEALTHY;
+	free(c.health);
+	c.health = strdup("unhealthy");
+	is_str(judged(&c, 1), "unhealthy", "judge: probe healthy, Docker not");
+	free(c.health);
+	c.health = strdup("healthy");
+	is_str(judged(&c, 1), "healthy", "judge: both healthy");
+	/* A probe never prepared is not a pass. */
+	free(c.probe);
+	c.probe = NULL;
+	is_str(judged(&c, 1), "probe starting (no probe has run yet)", "judge: labels never prepared");
+	container_free(&c);
+
+	parse_one(",\"dstack.healthd.probe.retries\":\"x\"", "n", "\"n\":{\"IPAddress\":\"10.0.0.2\"}", &c);
+	is_str(judged(&c, 1), "label dstack.healthd.probe.retries: not a whole number",
+	       "judge: an unusable label is an entry");
+	container_free(&c);
+	parse_one(",\"dstack.healthd.optional\":\"true\"", "n", "\"n\":{\"IPAddress\":\"10.0.0.2\"}", &c);
+	struct container two[2];
+	two[0] = c;
+	parse_one("", "n", "\"n\":{\"IPAddress\":\"10.0.0.3\"}", &two[1]);
+	free(two[1].name);
+	two[1].name = strdup("api");
+	two[1].probe->probed = true;
+	two[1].probe->state.status = PROBE_HEALTHY;
+	is_str(judged(two, 2), "healthy", "judge: an optional service is left out");
+	is_str(container_skip_reason(&two[0]), "optional (dstack.healthd.optional)",
+	       "skip reason: optional");
+	free(two[0].optional_label);
+	two[0].optional_label = strdup("yes");
+	is_str(judged(two, 2), "label dstack.healthd.optional: must be true or false",
+	       "judge: an optional label that is neither true nor false");
+	container_free(&two[0]);
+	container_free(&two[1]);
+}
+
+int main(void)
+{
+	durations();
+	labels();
+	answers();
+	machine();
+	addresses();
+	judge();
+	return done_testing();
+}
