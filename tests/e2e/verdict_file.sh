@@ -10,7 +10,9 @@
 # listener with `listen` empty, the control socket still serving; then a
 # stop writes unhealthy and holds (a second signal ends the hold), while an
 # agent with a public listener leaves the file at stop; a relative path is
-# refused at start. Then the one writer (issue 28 §1), below.
+# refused at start. Then, through a Docker stand-in: the one writer (issue 28
+# §1) with a runtime that stops answering, and the agent's own container,
+# listed unhealthy, not judged.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
