@@ -13,6 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "agent/stophold.h"
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/readfile.h"
@@ -92,6 +93,14 @@ static const struct opt_def opts[] = {
 	    "after every refresh, drain and resume, write the served verdict to "
 	    "this absolute path as an app's health status file, for a sidecar on "
 	    "a stock dstack image (default: none)"),
+	OPT("stop-hold", OPT_SECONDS, stop_hold_ms, "SECONDS",
+	    "a sidecar (verdict file, no listen) told to stop writes unhealthy at "
+	    "once and exits this long after the guest agent serves it: a gateway's "
+	    "poll interval plus its timeout (default 7, dstack's 5 + 2)"),
+	OPT("stop-guest-agent", OPT_STRING_EMPTY, stop_guest_agent, "ADDR",
+	    "the guest agent as the sidecar reaches it, HOST:PORT or unix:PATH, "
+	    "asked on stop when it serves unhealthy; without it the hold adds its "
+	    "5 s re-read (default: none)"),
 };
 #undef OPT
 
@@ -370,6 +379,7 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->min_refresh_spacing_ms = 250;
 	c->drain_window_ms = 30000;
 	c->service_gap_ms = 60000;
+	c->stop_hold_ms = 7000;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;
@@ -383,12 +393,13 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->metrics_listen = strdup("");
 	c->relay = strdup("");
 	c->verdict_file = strdup("");
+	c->stop_guest_agent = strdup("");
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
 		if ((opts[i].offset == offsetof(struct config, docker_host) && dh && *dh) ||
 		    (opts[i].offset == offsetof(struct config, docker_tls_verify) && tls) ||
 		    (opts[i].offset == offsetof(struct config, docker_cert_path) && certs && *certs))
 			c->origin[i] = CONFIG_FROM_DOCKER_ENV;
-	if (!c->verdict_file || !c->control_socket || !c->metrics_listen || !c->relay || !c->listen ||
+	if (!c->verdict_file || !c->stop_guest_agent || !c->control_socket || !c->metrics_listen || !c->relay || !c->listen ||
 	    !c->compose_file || !c->runtime_file || !c->docker_host ||
 	    !c->docker_cert_path || !c->nerdctl)
 		return errbuf_set(err, ENOMEM, "out of memory");
@@ -665,6 +676,9 @@ int config_check(const struct config *c, struct errbuf *err)
 					c->verdict_file), err);
 	if (*c->metrics_listen && (r = rpc_listen_parse(c->metrics_listen, true, err)) < 0)
 		return blame(c, "metrics_listen", r, err);
+	struct http_endpoint ep;
+	if (*c->stop_guest_agent && (r = stophold_endpoint(c->stop_guest_agent, &ep, err)) < 0)
+		return blame(c, "stop_guest_agent", r, err);
 	if (*c->relay && (r = relay_parse(c->relay, err)) < 0)
 		return blame(c, "relay", r, err);
 	/* The relay fronts the public listener: without one nothing reaches it. */

@@ -41,6 +41,8 @@ struct config {
 	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
 	char *relay;              /* the guest agent, for all but Health; "" none */
 	char *verdict_file;       /* the served verdict as a status file; "" none */
+	int64_t stop_hold_ms;     /* a sidecar's stop: a gateway's poll after the guest agent */
+	char *stop_guest_agent;   /* the guest agent's Health, asked on a sidecar's stop; "" none */
 
 	/* Where each option's value came from (CONFIG_FROM_*), by its index in
 	 * the options table. */

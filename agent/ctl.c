@@ -474,7 +474,8 @@ static int do_resume(const char *path)
 	struct http_response resp = { 0 };
 	if (call(path, "POST", "/resume", &resp) < 0)
 		return CTL_EXIT_UNREACHABLE;
-	int rc = resp.status == 200 ? 0 : CTL_EXIT_UNREACHABLE;
+	/* 409: a sidecar that is stopping keeps its drain (issue 29). */
+	int rc = resp.status == 200 ? 0 : resp.status == 409 ? 1 : CTL_EXIT_UNREACHABLE;
 	if (rc)
 		fprintf(stderr, "dstack-healthd: the agent answered HTTP %d: %.*s", resp.status,
 			(int)resp.body_len, resp.body ? resp.body : "");

@@ -30,6 +30,8 @@
 #include "agent/notify.h"
 #include "agent/refresh.h"
 #include "agent/source.h"
+#include "agent/stophold.h"
+#include "agent/vfile.h"
 #include "base/cache.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -204,20 +206,9 @@ static uint64_t ask_reload(void *arg)
  * reload gives it the new window. */
 static struct drain *the_drain;
 
-/* The running refresher, for the control thread's drain and resume to
- * wake (the verdict file, issue 21); NULL while a reload swaps it, and the
- * new one's first refresh writes what is served then. */
-static struct {
-	pthread_mutex_t lock;
-	struct refresher *rf;
-} live = { PTHREAD_MUTEX_INITIALIZER, NULL };
-
-static void live_set(struct refresher *rf)
-{
-	pthread_mutex_lock(&live.lock);
-	live.rf = rf;
-	pthread_mutex_unlock(&live.lock);
-}
+/* The verdict file's writer (issue 21): it outlives a reload, and a drain
+ * or resume asks it directly, whatever the refresh thread is doing. */
+static struct vfile *the_vfile;
 
 static void drain_changed(void *arg, bool draining, int64_t at_ms, const struct verdict *served)
 {
@@ -225,10 +216,7 @@ static void drain_changed(void *arg, bool draining, int64_t at_ms, const struct 
 	verdict_summary(served, summary, sizeof(summary));
 	log_msg(LOG_NOTICE, draining ? "drain: serving %s" : "resume: serving %s", summary);
 	opview_note_drain(arg, draining, at_ms, served);
-	pthread_mutex_lock(&live.lock);
-	if (live.rf)
-		refresh_write_soon(live.rf);
-	pthread_mutex_unlock(&live.lock);
+	vfile_ask(the_vfile);
 }
 
 static void reload_answer(uint64_t serving, int result, const char *text)
@@ -283,7 +271,6 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	log_manifest(&n);
 	struct refresh_state st = { 0 };
 	bool same = *rf && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
-	live_set(NULL);
 	refresh_stop(*rf, &st);
 	*rf = NULL;
 	free_agent(a);
@@ -292,9 +279,10 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	opview_publish_config(view, &a->cfg);
 	if (the_drain)
 		drain_set_window(the_drain, a->cfg.drain_window_ms);
-	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, rf, &err);
+	if (vfile_set_path(the_vfile, a->cfg.verdict_file) < 0)
+		log_msg(LOG_ERR, "out of memory");
+	int r = refresh_start(&a->cfg, &a->m, cache, same ? &st : NULL, view, the_vfile, rf, &err);
 	refresh_state_free(&st);
-	live_set(*rf);
 	if (r < 0) {
 		log_msg(LOG_ERR, "reload: %s", err.msg);
 		size_t l = strlen(text);
@@ -458,9 +446,12 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		.header_timeout_ms = a->cfg.header_timeout_ms,
 		.pollers = &view.pollers,
 	};
-	if (drain_new(cache, &view.pollers, a->cfg.drain_window_ms, drain_changed, &view,
+	if (vfile_new(cache, pthread_self(), &the_vfile) < 0 ||
+	    drain_new(cache, &view.pollers, a->cfg.drain_window_ms, drain_changed, &view,
 		      &the_drain) < 0) {
 		log_msg(LOG_ERR, "out of memory");
+		vfile_free(the_vfile);
+		the_vfile = NULL;
 		cache_free(cache);
 		return EXIT_FAILURE;
 	}
@@ -502,21 +493,34 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	notify_ready(!a->m.ok		    ? "unhealthy: app-compose.json cannot be used"
 		     : a->m.app.health_check ? "started; health not determined yet"
 					     : "healthy: health_check is off");
-	if (refresh_start(&a->cfg, &a->m, cache, NULL, &view, &rf, &err) < 0) {
+	if (vfile_set_path(the_vfile, a->cfg.verdict_file) < 0) {
+		log_msg(LOG_ERR, "out of memory");
+		goto out;
+	}
+	if (refresh_start(&a->cfg, &a->m, cache, NULL, &view, the_vfile, &rf, &err) < 0) {
 		log_msg(LOG_ERR, "%s", err.msg);
 		goto out;
 	}
-	live_set(rf);
 
 	int sig = 0;
-	while (sigwait(sigs, &sig) != 0 || sig == SIGHUP)
-		if (sig == SIGHUP)
+	for (;;) {
+		if (sigwait(sigs, &sig) != 0)
+			continue;
+		if (sig == VFILE_SIGNAL)
+			vfile_run(the_vfile);
+		else if (sig == SIGHUP)
 			reload(argc, argv, a, cache, &view, &rf);
+		else
+			break;
+	}
 	log_msg(LOG_INFO, "%s: stopping", strsignal(sig));
 	notify_stopping();
+	/* A sidecar is the app's only way to say it is going (issue 29); an
+	 * agent with a listener is drained by its unit's ExecStop instead. */
+	if (*a->cfg.verdict_file && fd < 0)
+		stophold_run(&a->cfg, the_drain, the_vfile, sigs);
 	rc = EXIT_SUCCESS;
 out:
-	live_set(NULL);
 	refresh_stop(rf, NULL);
 	rchan.ctl = NULL;
 	control_stop(ctl);
@@ -524,6 +528,9 @@ out:
 	relay_stop(relay); /* after the gate: nothing hands it more */
 	drain_free(the_drain);
 	the_drain = NULL;
+	/* Last of what asks it: nothing asks after the drain is gone. */
+	vfile_free(the_vfile);
+	the_vfile = NULL;
 	cache_free(cache);
 	opview_destroy(&view);
 	return rc;
@@ -580,6 +587,7 @@ int main(int argc, char *argv[])
 		sigaddset(&sigs, SIGTERM);
 		sigaddset(&sigs, SIGINT);
 		sigaddset(&sigs, SIGHUP);
+		sigaddset(&sigs, VFILE_SIGNAL);
 		pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 		signal(SIGPIPE, SIG_IGN);
 		malloc_tune();

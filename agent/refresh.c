@@ -13,14 +13,14 @@
 #include "agent/notify.h"
 #include "agent/opview.h"
 #include "agent/source.h"
+#include "agent/vfile.h"
 #include "agent/watch.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/verdictfile.h"
-#include "runtime/stops.h"
 #include "rpc/encode.h"
 #include "runtime/prober.h"
+#include "runtime/stops.h"
 
 struct refresher {
 	const struct config *cfg;
@@ -43,9 +43,9 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
-	bool write_pending; /* a drain or resume: write the verdict file */
 	bool probe_kicked; /* a probe's record changed: refresh at once */
-	struct opview_vfile own_vfile; /* when there is no view */
+	struct vfile *vfile; /* the verdict file's writer, or NULL */
+	uint64_t vfile_asked; /* the number of the last write this thread asked */
 	int last_r; /* the source's result the last refresh_publish counted */
 };
 
@@ -185,38 +185,6 @@ static void probes_start(struct refresher *rf)
 		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
 }
 
-/* The verdict the public side serves now, drain and staleness included,
- * into the verdict file (issue 21). A failure is logged when it starts, at
- * debug while it goes on, and once when it ends; it never stops the loop:
- * the guest agent keeps reading the last complete file, which ages out. */
-static void write_verdict_file(struct refresher *rf)
-{
-	const char *path = rf->cfg->verdict_file;
-	if (!path || !*path)
-		return;
-	struct opview_vfile *vs = rf->view ? &rf->view->vfile : &rf->own_vfile;
-	struct snapshot *s = cache_acquire(rf->cache);
-	bool healthy = verdictfile_healthy(s, clock_mono_ms());
-	snapshot_unref(s);
-	struct errbuf err = { "" };
-	int64_t now = clock_real_ms();
-	if (verdictfile_write(path, healthy, now / 1000, &err) < 0) {
-		vs->failures++;
-		vs->last_failure_ms = now;
-		snprintf(vs->last_error, sizeof(vs->last_error), "%s", err.msg);
-		log_msg(vs->failing ? LOG_DEBUG : LOG_WARNING, "%s; the file keeps its last "
-			"content, which goes stale in 60 s", err.msg);
-		vs->failing = true;
-		return;
-	}
-	if (vs->failing)
-		log_msg(LOG_NOTICE, "verdict file %s written again", path);
-	vs->failing = false;
-	vs->writes++;
-	vs->last_write_ms = now;
-	vs->last_healthy = healthy;
-}
-
 /* app-compose.json became usable after it was not: what a start with it
  * would have done. */
 static void manifest_usable(struct refresher *rf)
@@ -262,6 +230,13 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 	o.watcher = rf->watcher; /* set by refresh_start after this thread began */
 	pthread_mutex_unlock(&rf->lock);
 	rf->ran_once = true;
+	if (rf->vfile) {
+		/* The view shows this refresh's write; it was made here unless
+		 * another thread was writing at that moment (a short wait,
+		 * bounded: a slow disk only makes the view lag). */
+		vfile_wait(rf->vfile, rf->vfile_asked, clock_mono_ms() + 1000);
+		vfile_stats(rf->vfile, &rf->view->vfile);
+	}
 	opview_refreshed(rf->view, &o);
 }
 
@@ -323,27 +298,27 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	verdict_free(&rf->st.current);
 	rf->st.current = out;
 	publish(rf, &rf->st.current);
-	write_verdict_file(rf);
+	/* After the publish: the write reads what is served from the cache. */
+	if (rf->vfile)
+		rf->vfile_asked = vfile_write(rf->vfile);
 	log_msg(LOG_DEBUG, "refresh (%s) took %lld ms", by_event ? "event" : "timer",
 		(long long)(clock_mono_ms() - start));
 	*errp = err;
 	return true;
 }
 
-/* Sleeps until when, a stop, a kick or a write asked for; returns true
- * when kicked, *write when a write was asked for. */
-static bool wait_until(struct refresher *rf, int64_t when, bool *write, bool *probe)
+/* Sleeps until when, a stop or a kick; returns true when kicked, *probe
+ * when a probe's record asked. */
+static bool wait_until(struct refresher *rf, int64_t when, bool *probe)
 {
 	struct timespec ts = { .tv_sec = when / 1000, .tv_nsec = (when % 1000) * 1000000 };
 	pthread_mutex_lock(&rf->lock);
-	while (!rf->stop && !rf->kicked && !rf->write_pending && clock_mono_ms() < when)
+	while (!rf->stop && !rf->kicked && clock_mono_ms() < when)
 		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
 	bool kicked = rf->kicked;
-	*write = rf->write_pending;
 	*probe = rf->probe_kicked;
 	rf->kicked = false;
 	rf->probe_kicked = false;
-	rf->write_pending = false;
 	pthread_mutex_unlock(&rf->lock);
 	return kicked;
 }
@@ -398,12 +373,10 @@ static void *loop(void *arg)
 						     ? PROBE_KICK_SPACING_MS : spacing);
 		if (rf->watchdog_ms > 0 && next_ping < wake)
 			wake = next_ping;
-		bool write = false, by_probe = false;
-		if (wait_until(rf, wake, &write, &by_probe))
+		bool by_probe = false;
+		if (wait_until(rf, wake, &by_probe))
 			sc.kicked = true;
 		probe = probe || by_probe;
-		if (write)
-			write_verdict_file(rf);
 	}
 	return NULL;
 }
@@ -428,13 +401,14 @@ static void refresher_discard(struct refresher *rf)
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
 
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
-		  struct refresh_state *keep, struct opview *view, struct refresher **out,
-		  struct errbuf *err)
+		  struct refresh_state *keep, struct opview *view, struct vfile *vfile,
+		  struct refresher **out, struct errbuf *err)
 {
 	_cleanup_(refresher_discardp) struct refresher *rf = calloc(1, sizeof(*rf));
 	if (!rf)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	rf->view = view;
+	rf->vfile = vfile;
 	rf->cfg = cfg;
 	rf->m = m;
 	rf->cache = cache;
@@ -502,14 +476,6 @@ void refresh_kick(struct refresher *rf)
 {
 	pthread_mutex_lock(&rf->lock);
 	rf->kicked = true;
-	pthread_cond_signal(&rf->cond);
-	pthread_mutex_unlock(&rf->lock);
-}
-
-void refresh_write_soon(struct refresher *rf)
-{
-	pthread_mutex_lock(&rf->lock);
-	rf->write_pending = true;
 	pthread_cond_signal(&rf->cond);
 	pthread_mutex_unlock(&rf->lock);
 }

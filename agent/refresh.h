@@ -82,11 +82,13 @@ struct refresher;
  * ("not determined yet") is published at once. The first refresh runs at
  * once. */
 struct opview;
+struct vfile;
 /* view (NULL for none) gets every refresh for the operator's view; its
- * first_trigger names the first refresh's cause. */
+ * first_trigger names the first refresh's cause. vfile (NULL for none): the
+ * verdict file's writer (agent/vfile.h), asked after every publish. */
 int refresh_start(const struct config *cfg, struct manifest *m, struct cache *cache,
-		  struct refresh_state *keep, struct opview *view, struct refresher **out,
-		  struct errbuf *err);
+		  struct refresh_state *keep, struct opview *view, struct vfile *vfile,
+		  struct refresher **out, struct errbuf *err);
 /* Asks both threads to stop and joins them. NULL is fine. keep (may be NULL)
  * receives the refresh state, for refresh_start; free it with
  * refresh_state_free when it is not passed on. */
@@ -95,9 +97,4 @@ void refresh_state_free(struct refresh_state *st);
 /* Asks for a refresh now (coalesced with one already pending, and spaced
  * by min_refresh_spacing). Never blocks on a refresh in progress. */
 void refresh_kick(struct refresher *r);
-/* Asks the loop to write the verdict file (issue 21) with what is served
- * now, without a refresh: a drain or resume changed it. Any thread; the
- * write happens on the loop thread, so that no request does file I/O. */
-void refresh_write_soon(struct refresher *r);
-
 #endif

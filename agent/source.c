@@ -20,6 +20,7 @@
 #include "runtime/prober.h"
 #include "runtime/runtimefile.h"
 #include "runtime/stops.h"
+#include "runtime/selfid.h"
 #include "statusfile/statusfile.h"
 
 /* healthy:false, no entries, the manifest's error. */
@@ -78,6 +79,8 @@ bool source_short_id(const char *s)
 static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	char *docker_host, *id, *project;
+	bool has_stop_timeout;
+	int64_t stop_timeout_s;
 } self_known;
 
 static bool self_recall(const char *docker_host, struct container *self)
@@ -118,32 +121,68 @@ static bool self_remember(const char *docker_host, const struct container *self)
 	self_known.docker_host = h;
 	self_known.id = id;
 	self_known.project = p;
+	self_known.has_stop_timeout = self->has_stop_timeout;
+	self_known.stop_timeout_s = self->stop_timeout_s;
 	pthread_mutex_unlock(&self_lock);
 	return !known;
 }
 
+int source_self_stop_timeout(int64_t *seconds)
+{
+	pthread_mutex_lock(&self_lock);
+	int r = !self_known.id ? -1 : self_known.has_stop_timeout;
+	*seconds = self_known.stop_timeout_s;
+	pthread_mutex_unlock(&self_lock);
+	return r;
+}
+
+/* Who to ask Docker for, most trusted first: the id mountinfo names (the
+ * container cannot rename it), then the hostname, which Docker sets to the
+ * short id unless the service sets `hostname:` (docs/design.md §4, "The
+ * sidecar"). The hostname is asked for only when it is not the same id. */
+struct self_keys {
+	char id[SELFID_LEN + 1];
+	enum selfid_source src;
+	char host[HOST_NAME_MAX + 1];
+	bool by_host;
+};
+
+static void self_keys(struct self_keys *k)
+{
+	k->src = selfid_read(k->id);
+	k->by_host = gethostname(k->host, sizeof(k->host)) == 0 && source_short_id(k->host) &&
+		     (!k->src || strncmp(k->id, k->host, strlen(k->host)) != 0);
+}
+
 /* The agent's own container, when it runs in one of this Docker's (a
- * sidecar, issue 21): found by its hostname, which Docker sets to the
- * short id unless the service overrides it (docs/design.md §4, "The
- * sidecar"). 1 found, 0 not in a container of this daemon. */
+ * sidecar, issue 21), asked for by each key in turn. 1 found, 0 not in a
+ * container of this daemon. */
 static int find_self(const struct config *cfg, int64_t deadline, int cancel_fd,
 		     struct container *self, struct errbuf *err)
 {
-	char host[HOST_NAME_MAX + 1];
-	if (gethostname(host, sizeof(host)) < 0 || !source_short_id(host))
-		return 0;
 	const char *dh = cfg->docker_host ? cfg->docker_host : "";
 	if (self_recall(dh, self))
 		return 1;
+	struct self_keys k;
+	self_keys(&k);
 	struct docker_opts o;
 	source_docker_opts(cfg, cancel_fd, &o);
-	log_msg(LOG_DEBUG, "asking Docker for container %s, the agent's own if it is one", host);
-	int r = docker_find_self(&o, host, deadline, self, err);
+	int r = 0;
+	const char *how = "";
+	for (int i = 0; r == 0 && i < 2; i++) {
+		const char *key = i == 0 ? (k.src ? k.id : NULL) : (k.by_host ? k.host : NULL);
+		if (!key)
+			continue;
+		how = i == 0 ? selfid_source_name(k.src) : selfid_source_name(SELFID_NONE);
+		log_msg(LOG_DEBUG, "asking Docker for container %.12s (from %s), the agent's own "
+				   "if it is one", key, how);
+		r = docker_find_self(&o, key, deadline, self, err);
+	}
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r < 0 ? r : 0);
 	if (r == 1 && self->id && self_remember(dh, self))
-		log_msg(LOG_INFO, "running in container %.12s of Compose project %s: it is never "
-				  "judged",
-			self->id, self->project ? self->project : "(none)");
+		log_msg(LOG_INFO, "running in container %.12s of Compose project %s (found by %s): "
+				  "it is never judged",
+			self->id, self->project ? self->project : "(none)", how);
 	return r;
 }
 
@@ -319,6 +358,12 @@ int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t dea
 	struct runtime_info ri = { 0 };
 	int r = k == SOURCE_DOCKER ? source_project(cfg, deadline, cancel_fd, &ri, &self, err)
 				   : runtimefile_read(cfg->runtime_file, &ri, err);
+	/* nerdctl: the id mountinfo names is all it takes to leave the agent's
+	 * own container unjudged; the project is the runtime file's. */
+	char own[SELFID_LEN + 1];
+	if (k == SOURCE_NERDCTL && r >= 0 && selfid_read(own) != SELFID_NONE &&
+	    !(self.id = strdup(own)))
+		r = errbuf_set(err, ENOMEM, "out of memory");
 	if (r == -ENOENT) {
 		out->healthy = false;
 		return verdict_add(out, COMPOSE_ENTRY, "no container has been created yet");

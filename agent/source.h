@@ -42,6 +42,12 @@ struct runtime_info;
 int source_project(const struct config *cfg, int64_t deadline, int cancel_fd,
 		   struct runtime_info *ri, struct container *self, struct errbuf *err);
 
+/* The stop timeout of the agent's own container, once a refresh has found
+ * it (a sidecar): 1 and *seconds when Compose set one (stop_grace_period),
+ * 0 when none is set (the daemon's default applies), -1 when the agent has
+ * not found its own container. Any thread. */
+int source_self_stop_timeout(int64_t *seconds);
+
 /* The Docker Engine API endpoint the configuration names, with cancel_fd. */
 void source_docker_opts(const struct config *cfg, int cancel_fd, struct docker_opts *o);
 

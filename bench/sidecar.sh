@@ -14,6 +14,10 @@
 # 2. The sidecar's RssAnon after 10 s idle, from the host's /proc of the
 #    container's process. Target: under 1 MiB, as on the host.
 # 3. The image's size, reported.
+# 4. From a drain or a resume to the verdict file while a refresh is stuck
+#    on a Docker socket that never answers (bench/drain_file.py, on the host,
+#    no dockerd): 50 of each. Target: p99 under 100 ms (issue 28 §1). The
+#    reference: the same while the runtime answers.
 #
 # Prints "key: value" lines; exits 1 when a target is missed, 2 on a setup
 # error. Usage: bench/sidecar.sh [BUILD_DIR]   (needs root)
@@ -27,6 +31,12 @@ export HEALTHD_BUILD=${1:-${HEALTHD_BUILD:-build}}
 
 N=${BENCH_TRANSITIONS:-100}
 command -v python3 >/dev/null || { echo "error: python3 is needed"; exit 2; }
+VT=$(mktemp -d /tmp/hv.XXXXXX) || exit 2
+python3 bench/drain_file.py "$HEALTHD_BUILD/dstack-healthd" "$VT" 50 >"$VT/out.txt"
+VRC=$?
+cat "$VT/out.txt"
+rm -rf "$VT"
+[ "$VRC" -le 1 ] || { echo "error: the drain-to-file run failed"; exit 2; }
 dockerd_start >/dev/null
 IMAGE=dstack-healthd:sidecar-bench
 sidecar_image "$IMAGE"
@@ -43,8 +53,10 @@ printf '%s\n' '{"manifest_version":"3","name":"b","runner":"docker-compose","req
 	>"$DH_T/app-compose.json"
 # The timer at 60 s, so that only events explain a prompt write; the log at
 # info, as a sidecar runs.
+# SC_GA: the folder the test's guest agent stand-in listens in; none here.
+mkdir -p "$DH_T/ga"
 export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock SC_OUT=$OUT \
-	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=60 SC_LOG_LEVEL=info
+	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=60 SC_LOG_LEVEL=info SC_GA=$DH_T/ga
 # The reference's listener: a unix socket beside the file.
 sed 's|      DSTACK_HEALTHD_INTERVAL: ${SC_INTERVAL}|&\n      DSTACK_HEALTHD_LISTEN: unix:/verdict/h.sock|' \
 	tests/e2e/compose/sidecar.yml >"$DH_T/sidecar.yml"
@@ -87,7 +99,7 @@ echo "sidecar_flip_latencies_ms (answer file): $(tr '\n' ',' <"$DH_T/latency.txt
 echo "sidecar_idle_rssanon_kb: $anon"
 echo "sidecar_idle_vmrss_kb: $rss"
 echo "loadavg: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
-rc=0
+rc=$VRC
 awk -v v="$p99" 'BEGIN { exit !(v < 100) }' || { echo "target missed: p99 $p99 ms >= 100 ms"; rc=1; }
 [ "$anon" -lt 1024 ] || { echo "target missed: idle RssAnon $anon kB >= 1024 kB"; rc=1; }
 exit $rc

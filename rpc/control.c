@@ -271,8 +271,10 @@ static enum MHD_Result drain(struct control *ct, struct MHD_Connection *c, int w
 	int e = 0;
 	if (what > 0)
 		e = drain_begin(ct->o.drain);
-	else if (what < 0)
-		drain_end(ct->o.drain);
+	else if (what < 0 && !drain_end(ct->o.drain)) {
+		static const char held[] = "the agent is stopping: its drain stays until it exits\n";
+		return reply(c, 409, "text/plain", held, sizeof(held) - 1);
+	}
 	struct json_buf b = { 0 };
 	if (!e) e = drain_json(ct->o.drain, &b);
 	if (!e) e = json_buf_puts(&b, "\n");

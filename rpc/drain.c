@@ -17,6 +17,7 @@ struct drain {
 	struct pollers *pollers;
 	int64_t window_ms;
 	bool on;
+	bool held;          /* a sidecar's stop: resume no longer lifts it */
 	int64_t since_ms;   /* realtime */
 	uint64_t since_seq; /* the pollers' answer number when it began */
 	drain_changed_fn *changed;
@@ -72,18 +73,13 @@ static struct snapshot *drain_snapshot(void)
 	return s;
 }
 
-int drain_begin(struct drain *d)
+static int begin_locked(struct drain *d)
 {
-	pthread_mutex_lock(&d->lock);
-	if (d->on) {
-		pthread_mutex_unlock(&d->lock);
+	if (d->on)
 		return 0;
-	}
 	struct snapshot *s = drain_snapshot();
-	if (!s) {
-		pthread_mutex_unlock(&d->lock);
+	if (!s)
 		return -ENOMEM;
-	}
 	/* Told after the swap, so that whoever it wakes (the verdict file's
 	 * writer) reads the drain's verdict. The cache owns s from the swap
 	 * on; the drain lock, held here, is the only way to lift it. */
@@ -95,14 +91,31 @@ int drain_begin(struct drain *d)
 	d->since_seq = pollers_seq(d->pollers);
 	d->since_ms = clock_real_ms();
 	d->on = true;
-	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
 
-void drain_end(struct drain *d)
+int drain_begin(struct drain *d)
 {
 	pthread_mutex_lock(&d->lock);
-	if (d->on) {
+	int r = begin_locked(d);
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+int drain_hold(struct drain *d)
+{
+	pthread_mutex_lock(&d->lock);
+	int r = begin_locked(d);
+	d->held = r == 0;
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+bool drain_end(struct drain *d)
+{
+	pthread_mutex_lock(&d->lock);
+	bool held = d->held;
+	if (d->on && !d->held) {
 		cache_override(d->cache, NULL);
 		d->on = false;
 		if (d->changed) {
@@ -112,6 +125,7 @@ void drain_end(struct drain *d)
 		}
 	}
 	pthread_mutex_unlock(&d->lock);
+	return !held;
 }
 
 bool drain_active(struct drain *d)
@@ -141,11 +155,12 @@ static int addrs_json(struct json_buf *b, const struct pollers_table *t, uint64_
 int drain_json(struct drain *d, struct json_buf *b)
 {
 	pthread_mutex_lock(&d->lock);
-	bool on = d->on;
+	bool on = d->on, held = d->held;
 	int64_t since = d->since_ms, window = d->window_ms;
 	uint64_t seq = d->since_seq;
 	pthread_mutex_unlock(&d->lock);
-	int e = view_printf(b, "{\"draining\":%s,\"window\":%.6g,\"since\":", on ? "true" : "false",
+	int e = view_printf(b, "{\"draining\":%s,%s\"window\":%.6g,\"since\":",
+			    on ? "true" : "false", held ? "\"stopping\":true," : "",
 			    (double)window / 1000);
 	if (!e) e = on ? view_json_time(b, since) : json_buf_puts(b, "null");
 	if (e || !on)

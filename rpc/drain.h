@@ -34,8 +34,12 @@ void drain_set_window(struct drain *d, int64_t window_ms);
 
 /* Starts a drain (one in progress goes on from when it began). -ENOMEM. */
 int drain_begin(struct drain *d);
-/* Ends the drain, if any. */
-void drain_end(struct drain *d);
+/* The drain of a sidecar that is stopping (issue 29): begins one (or goes
+ * on with the one in progress) that drain_end no longer lifts; drain_json
+ * says "stopping":true. -ENOMEM. */
+int drain_hold(struct drain *d);
+/* Ends the drain, if any, unless it is held: false then. */
+bool drain_end(struct drain *d);
 bool drain_active(struct drain *d);
 
 /* The state as a JSON object: draining, since, window, and when draining

@@ -48,6 +48,11 @@ struct container {
 	int64_t probe_exit_code;
 	char *probe_output; /* as the runtime kept it; NULL when none */
 	int64_t failing_streak;
+	/* Config.StopTimeout (Compose's stop_grace_period), for the agent's own
+	 * container: the stop's grace before SIGKILL; unset means the
+	 * daemon's default, 10 s. */
+	bool has_stop_timeout;
+	int64_t stop_timeout_s;
 	/* Probes run by the agent (issue 27): the dstack.healthd.* labels as
 	 * the runtime printed them, the container's own addresses, and the
 	 * probe itself (NULL without a probe label), which the refresh fills

@@ -41,8 +41,9 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
 int docker_list(const struct docker_opts *o, const char *project, const char *self_id,
 		int64_t deadline, struct container_list *out, struct errbuf *err);
 
-/* The container whose id begins with short_id (the agent's hostname in a
- * container: Docker's default is the id's first 12 digits), inspected into
+/* The container whose id begins with short_id (the agent's own, from its
+ * mountinfo, or its hostname: Docker's default is the id's first 12 digits),
+ * inspected into
  * *self (free with container_free): 1. 0 when there is none: Docker
  * answered 404, or the name matched a container whose id does not begin
  * with it. A one-off container is never found (the inspect skips it). */

@@ -194,6 +194,13 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 	    (r = opt_string(j, config, "StopSignal", "Config.StopSignal", &c->stop_signal,
 			    err)) < 0)
 		return r;
+	/* Compose's stop_grace_period, when set; read only of the agent's own
+	 * container, to fit its stop hold into it. Not a judged fact: a value
+	 * of another type is taken as unset. */
+	int64_t stop = 0;
+	c->has_stop_timeout =
+		json_int64(j, json_get(j, config, "StopTimeout"), &stop) == 0 && stop >= 0;
+	c->stop_timeout_s = c->has_stop_timeout ? stop : 0;
 	/* Docker prints "Labels": null for a container without labels; nerdctl
 	 * omits the member. */
 	if ((r = opt_object(j, config, "Labels", "Config.Labels", &labels, err)) < 0 ||

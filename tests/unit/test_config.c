@@ -333,6 +333,10 @@ static const struct {
 	  "must be a number of seconds" },
 	{ "verdict_file", "--verdict-file", "DSTACK_HEALTHD_VERDICT_FILE", "rel/status",
 	  "\"rel/status\"", "'rel/status' is not an absolute path" },
+	{ "stop_hold", "--stop-hold", "DSTACK_HEALTHD_STOP_HOLD", "0", "0",
+	  "must be a number of seconds" },
+	{ "stop_guest_agent", "--stop-guest-agent", "DSTACK_HEALTHD_STOP_GUEST_AGENT",
+	  "unix:rel.sock", "\"unix:rel.sock\"", "expected HOST:PORT or unix:/PATH" },
 };
 
 static void expect_origin(int r, const struct errbuf *e, const char *origin, const char *says,
