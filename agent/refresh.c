@@ -43,7 +43,7 @@ struct refresher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool stop, kicked;
-	bool probe_kicked; /* a probe's record changed: refresh at once */
+	bool kicked_soon; /* by kick_soon: refresh at SOON_SPACING_MS */
 	struct vfile *vfile; /* the verdict file's writer, or NULL */
 	uint64_t vfile_asked; /* the number of the last write this thread asked */
 	int last_r; /* the source's result the last refresh_publish counted */
@@ -154,16 +154,19 @@ static void publish(struct refresher *rf, const struct verdict *v)
 
 static void kick(void *rf);
 
-/* A probe's record changed (issue 27): refreshed as soon as the probes'
- * spacing allows, not the events' min_refresh_spacing. The prober asks
- * only when a record's public words change, at most once per probe. */
-#define PROBE_KICK_SPACING_MS 20
-static void probe_kick(void *arg)
+/* A kick that cannot repeat on its own, refreshed as soon as this spacing
+ * allows, not the events' min_refresh_spacing: a probe's record changed
+ * (issue 27; the prober asks only when a record's public words change, at
+ * most once per probe), or a container was sent a signal that may begin its
+ * stop (issue 29; once per signal and start of a container, so a loop of
+ * `docker kill -s HUP` cannot raise the rate of queries). */
+#define SOON_SPACING_MS 20
+static void kick_soon(void *arg)
 {
 	struct refresher *rf = arg;
 	pthread_mutex_lock(&rf->lock);
 	rf->kicked = true;
-	rf->probe_kicked = true;
+	rf->kicked_soon = true;
 	pthread_cond_signal(&rf->cond);
 	pthread_mutex_unlock(&rf->lock);
 }
@@ -178,10 +181,10 @@ static void probes_start(struct refresher *rf)
 	if (k != SOURCE_DOCKER && k != SOURCE_NERDCTL)
 		return;
 	if (rf->st.prober) {
-		prober_set_kick(rf->st.prober, probe_kick, rf);
+		prober_set_kick(rf->st.prober, kick_soon, rf);
 		return;
 	}
-	if (prober_start(probe_kick, rf, &rf->st.prober, &err) < 0)
+	if (prober_start(kick_soon, rf, &rf->st.prober, &err) < 0)
 		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
 }
 
@@ -195,7 +198,7 @@ static void manifest_usable(struct refresher *rf)
 		app->hash, app->health_check ? "on" : "off");
 	struct watcher *w = NULL;
 	if (source_kind(app) == SOURCE_DOCKER &&
-	    watch_start(rf->cfg, rf->cancel_fd, rf->mem.stops, kick, rf, &w, &err) < 0)
+	    watch_start(rf->cfg, rf->cancel_fd, rf->mem.stops, kick, kick_soon, rf, &w, &err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err.msg);
 	probes_start(rf);
 	pthread_mutex_lock(&rf->lock);
@@ -307,18 +310,18 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	return true;
 }
 
-/* Sleeps until when, a stop or a kick; returns true when kicked, *probe
- * when a probe's record asked. */
-static bool wait_until(struct refresher *rf, int64_t when, bool *probe)
+/* Sleeps until when, a stop or a kick; returns true when kicked, *soon
+ * when kick_soon asked. */
+static bool wait_until(struct refresher *rf, int64_t when, bool *soon)
 {
 	struct timespec ts = { .tv_sec = when / 1000, .tv_nsec = (when % 1000) * 1000000 };
 	pthread_mutex_lock(&rf->lock);
 	while (!rf->stop && !rf->kicked && clock_mono_ms() < when)
 		pthread_cond_timedwait(&rf->cond, &rf->lock, &ts);
 	bool kicked = rf->kicked;
-	*probe = rf->probe_kicked;
+	*soon = rf->kicked_soon;
 	rf->kicked = false;
-	rf->probe_kicked = false;
+	rf->kicked_soon = false;
 	pthread_mutex_unlock(&rf->lock);
 	return kicked;
 }
@@ -336,16 +339,16 @@ static void *loop(void *arg)
 	struct refresher *rf = arg;
 	struct refresh_sched sc;
 	int64_t spacing = rf->cfg->min_refresh_spacing_ms, next_ping = clock_mono_ms();
-	bool probe = false; /* the pending kick is a probe's */
+	bool soon = false; /* the pending kick is kick_soon's */
 	refresh_sched_init(&sc, next_ping);
 	while (!stopping(rf)) {
 		int64_t now = clock_mono_ms();
-		int64_t sp = probe && spacing > PROBE_KICK_SPACING_MS ? PROBE_KICK_SPACING_MS : spacing;
+		int64_t sp = soon && spacing > SOON_SPACING_MS ? SOON_SPACING_MS : spacing;
 		if (now >= refresh_sched_due(&sc, sp)) {
 			bool by_event = sc.kicked && now < sc.timer;
 			/* Kicks that come while it runs ask for one more. */
 			sc.kicked = false;
-			probe = false;
+			soon = false;
 			int64_t timer = sc.timer;
 			bool counted = refresh_one(rf, by_event);
 			/* What this refresh freed, and what the control thread's
@@ -369,14 +372,14 @@ static void *loop(void *arg)
 			notify_watchdog();
 			next_ping = now + rf->watchdog_ms / 2;
 		}
-		int64_t wake = refresh_sched_due(&sc, probe && spacing > PROBE_KICK_SPACING_MS
-						     ? PROBE_KICK_SPACING_MS : spacing);
+		int64_t wake = refresh_sched_due(&sc, soon && spacing > SOON_SPACING_MS
+						     ? SOON_SPACING_MS : spacing);
 		if (rf->watchdog_ms > 0 && next_ping < wake)
 			wake = next_ping;
-		bool by_probe = false;
-		if (wait_until(rf, wake, &by_probe))
+		bool by_soon = false;
+		if (wait_until(rf, wake, &by_soon))
 			sc.kicked = true;
-		probe = probe || by_probe;
+		soon = soon || by_soon;
 	}
 	return NULL;
 }
@@ -456,7 +459,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	 * loop thread only writes rf->watcher when the manifest was unusable
 	 * here; the view reads it from the loop thread, under the lock. */
 	struct watcher *w = NULL;
-	if (docker && watch_start(cfg, rf->cancel_fd, rf->mem.stops, kick, rf, &w, err) < 0)
+	if (docker && watch_start(cfg, rf->cancel_fd, rf->mem.stops, kick, kick_soon, rf, &w, err) < 0)
 		log_msg(LOG_WARNING, "%s; refreshing on the timer only", err->msg);
 	if (docker) {
 		pthread_mutex_lock(&rf->lock);

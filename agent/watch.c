@@ -33,6 +33,7 @@ struct watcher {
 	int cancel_fd;
 	struct stops *stops;
 	void (*kick)(void *);
+	void (*kick_soon)(void *);
 	void *kick_arg;
 	pthread_t thread;
 	pthread_mutex_t lock; /* for stats only, held for a copy */
@@ -123,7 +124,7 @@ static int follow(struct watcher *w, struct events *ev, const char *project, boo
 		struct event e;
 		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
 		if (r == 1) {
-			bool noted = stops_note(w->stops, &e);
+			enum stops_noted noted = stops_note(w->stops, &e);
 			if (e.signal)
 				log_msg(LOG_DEBUG, "Docker event: %s %s, signal %d", e.name, e.action,
 					e.signal);
@@ -131,7 +132,7 @@ static int follow(struct watcher *w, struct events *ev, const char *project, boo
 				log_msg(LOG_DEBUG, "Docker event: %s %s%s", e.name, e.action,
 					noted ? " (noted)" : "");
 			stats_event(w, e.name, e.action);
-			w->kick(w->kick_arg);
+			(noted == STOPS_NEW_SIGNAL ? w->kick_soon : w->kick)(w->kick_arg);
 			last = clock_mono_ms();
 		} else if (r == -ETIMEDOUT && (project_changed(w, project, from_self) ||
 					       clock_mono_ms() - last >= EVENTS_MAX_SILENCE_MS)) {
@@ -238,13 +239,14 @@ static void *watch(void *arg)
 }
 
 int watch_start(const struct config *cfg, int cancel_fd, struct stops *stops,
-		void (*kick)(void *), void *arg, struct watcher **out, struct errbuf *err)
+		void (*kick)(void *), void (*kick_soon)(void *), void *arg,
+		struct watcher **out, struct errbuf *err)
 {
 	struct watcher *w = calloc(1, sizeof(*w));
 	if (!w)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	*w = (struct watcher){ .cfg = cfg, .cancel_fd = cancel_fd, .stops = stops, .kick = kick,
-			       .kick_arg = arg };
+			       .kick_soon = kick_soon, .kick_arg = arg };
 	pthread_mutex_init(&w->lock, NULL);
 	int r = pthread_create(&w->thread, NULL, watch, w);
 	if (r != 0) {

@@ -19,10 +19,13 @@ struct watcher;
 struct stops;
 /* Starts the watcher thread. kick(arg) is called for each event (after it
  * was noted in stops, which must outlive the watcher) and after every
- * (re)subscription, since events were missed meanwhile. The thread ends once
- * cancel_fd becomes readable; then watch_join() joins it. */
+ * (re)subscription, since events were missed meanwhile; kick_soon(arg)
+ * instead for a kill that may begin a stop (STOPS_NEW_SIGNAL), which must
+ * reach the served verdict without waiting out min_refresh_spacing. The
+ * thread ends once cancel_fd becomes readable; then watch_join() joins it. */
 int watch_start(const struct config *cfg, int cancel_fd, struct stops *stops,
-		void (*kick)(void *), void *arg, struct watcher **out, struct errbuf *err);
+		void (*kick)(void *), void (*kick_soon)(void *), void *arg,
+		struct watcher **out, struct errbuf *err);
 /* The stream as the operator's view shows it. Times are CLOCK_REALTIME ms,
  * 0 for never. */
 struct watch_stats {

@@ -75,27 +75,28 @@ static struct kill_fact *slot(struct stops *t, const char *id)
 	return f;
 }
 
-bool stops_note(struct stops *t, const struct event *ev)
+enum stops_noted stops_note(struct stops *t, const struct event *ev)
 {
 	bool kill = strcmp(ev->action, "kill") == 0;
 	bool gone = strcmp(ev->action, "start") == 0 || strcmp(ev->action, "destroy") == 0;
 	if (!ev->id[0] || (!kill && !gone))
-		return false;
-	bool changed = false;
+		return STOPS_UNCHANGED;
+	enum stops_noted changed = STOPS_UNCHANGED;
 	pthread_mutex_lock(&t->lock);
 	struct kill_fact *f = find(t, ev->id);
 	if (kill) {
 		f = slot(t, ev->id);
-		if (ev->signal >= 1 && ev->signal <= 64)
-			f->signals |= 1ull << (ev->signal - 1);
-		else
-			f->unknown = true;
+		bool known = ev->signal >= 1 && ev->signal <= 64;
+		uint64_t bit = known ? 1ull << (ev->signal - 1) : 0;
+		changed = (known ? !(f->signals & bit) : !f->unknown) ? STOPS_NEW_SIGNAL
+								      : STOPS_CHANGED;
+		f->signals |= bit;
+		f->unknown = f->unknown || !known;
 		f->at_ns = ev->time_ns;
 		f->seq = ++t->seq;
-		changed = true;
 	} else if (f) {
 		forget(t, f);
-		changed = true;
+		changed = STOPS_CHANGED;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return changed;

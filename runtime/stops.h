@@ -27,10 +27,20 @@ int stops_new(struct stops **out);
 /* NULL is fine. */
 void stops_free(struct stops *t);
 
+/* What noting an event did. */
+enum stops_noted {
+	STOPS_UNCHANGED,
+	STOPS_CHANGED,
+	/* A kill with a signal this container was not sent since its last
+	 * start: maybe the first word of a stop, worth a refresh at once.
+	 * A container can be sent each signal once per start, so these are
+	 * bounded by the kills a stop needs, not by a loop of `kill -s HUP`. */
+	STOPS_NEW_SIGNAL,
+};
 /* The events thread: a "kill" is noted (the signals sent to one container
  * since its last start, and when the last came); a "start" or "destroy"
- * forgets the container. True when the table changed. */
-bool stops_note(struct stops *t, const struct event *ev);
+ * forgets the container. */
+enum stops_noted stops_note(struct stops *t, const struct event *ev);
 
 /* The refresh, before it lists: a mark that tells the kills noted from now
  * on apart from those noted before. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cleanup.h"
 #include "runtime/stops.h"
 #include "tests/lib/tap.h"
 
@@ -189,6 +190,41 @@ static void test_bound(void)
 	stops_free(NULL);
 }
 
+/* Which notes ask for a refresh at once (STOPS_NEW_SIGNAL): a signal new to
+ * the container since its start, not a repeat of one (a `kill -s HUP` loop
+ * must not raise the rate of queries). */
+static void test_new_signal(void)
+{
+	static const struct {
+		const char *action;
+		int signal;
+		enum stops_noted want;
+		const char *what;
+	} steps[] = {
+		{ "kill", SIGHUP, STOPS_NEW_SIGNAL, "a first HUP" },
+		{ "kill", SIGHUP, STOPS_CHANGED, "the same HUP again" },
+		{ "kill", SIGHUP, STOPS_CHANGED, "and again" },
+		{ "kill", SIGTERM, STOPS_NEW_SIGNAL, "then TERM" },
+		{ "kill", SIGTERM, STOPS_CHANGED, "TERM again" },
+		{ "kill", SIGKILL, STOPS_NEW_SIGNAL, "then KILL" },
+		{ "kill", 0, STOPS_NEW_SIGNAL, "a signal that cannot be read" },
+		{ "kill", 0, STOPS_CHANGED, "another that cannot be read" },
+		{ "die", 0, STOPS_UNCHANGED, "die" },
+		{ "start", 0, STOPS_CHANGED, "a start forgets it" },
+		{ "start", 0, STOPS_UNCHANGED, "a second start" },
+		{ "kill", SIGTERM, STOPS_NEW_SIGNAL, "TERM after the start is new again" },
+	};
+	struct stops *t = NULL;
+	if (!ok(stops_new(&t) == 0, "new signal: a table"))
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		struct event ev = { .id = "c1", .signal = steps[i].signal, .time_ns = (int64_t)i + 1 };
+		snprintf(ev.action, sizeof(ev.action), "%s", steps[i].action);
+		is_int(stops_note(t, &ev), steps[i].want, "new signal: %s", steps[i].what);
+	}
+	stops_free(t);
+}
+
 static const struct {
 	const char *s;
 	int want;
@@ -216,6 +252,7 @@ int main(void)
 {
 	test_cases();
 	test_bound();
+	test_new_signal();
 	test_signals();
 	return done_testing();
 }
