@@ -129,7 +129,7 @@ check() {
 		drained() { curl -s "http://127.0.0.1:$PORT/prpc/v1/Health" | grep -q '"<drain>"'; }
 		wait_for 30 drained
 		ok $? "$what: Health answers draining at once"
-		wait "$dp"; RC=$?
+		reap 60 "$dp"; RC=$?
 		like "$RC:$(cat "$T/drain.out")" '^0:.*127\.0\.0\.1' "$what: exit 0, naming who was told" ;;
 	"dstack-healthd resume")
 		run "$cmd"
@@ -240,7 +240,7 @@ check_make_run() {
 	local p=$!
 	wait_for 30 sh -c "grep -q 'serving on' '$T/free.log'"
 	free=$(port_of "$T/free.log")
-	kill "$p"; wait "$p" 2>/dev/null
+	kill "$p"; reap 30 "$p" 2>/dev/null
 	setsid env PORT="$free" make -s run BUILD="${HEALTHD_BUILD:-build}" >"$T/run.out" 2>"$T/run.err" &
 	GROUPS_+=($!)
 	announced() { grep -q 'Try:' "$T/run.out"; }

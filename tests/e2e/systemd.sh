@@ -36,7 +36,7 @@ scratch_more() {
 		kill -TERM "$DOCKERD_PID" 2>/dev/null
 		wait_for 20 sh -c "! kill -0 $DOCKERD_PID 2>/dev/null" ||
 			kill -KILL "$DOCKERD_PID" 2>/dev/null
-		wait "$DOCKERD_PID" 2>/dev/null
+		reap 10 "$DOCKERD_PID" 2>/dev/null
 		# The shims may leave mounts under the exec root behind.
 		grep -o " $T/[^ ]*" /proc/self/mounts | sort -r |
 			while read -r m; do umount -l "$m" 2>/dev/null; done

@@ -48,7 +48,7 @@ is "$(line1)" unhealthy "the drain reaches the file at once (the timer is 60 s a
 wait_for 10 test "$(line1)" = healthy
 is "$(line1)" healthy "the resume too"
 kill -TERM "$AGENT"
-wait "$AGENT"
+reap 30 "$AGENT"
 is "$?" 0 "the agent stops (exit 0)"
 is "$(line1)" healthy "the stop left the file as it was"
 ok $([ -z "$(find "$OUT" -name 'status.*')" ]; echo $?) "no temporary file is left beside it"
@@ -73,7 +73,7 @@ is "$(line1)" healthy "the folder back, the file is written again"
 wait_for 10 grep -q "notice: verdict file $OUT/status written again" "$T/agent2.log"
 is "$(grep -c 'written again' "$T/agent2.log")" 1 "the recovery is logged once, at notice"
 kill -TERM "$AGENT"
-wait "$AGENT"
+reap 30 "$AGENT"
 
 ERR=$("$BIN" --verdict-file rel/status --compose-file "$T/app.json" 2>&1)
 is "$?:$ERR" "2:dstack-healthd: error: --verdict-file: 'rel/status' is not an absolute path" \
