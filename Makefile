@@ -136,12 +136,17 @@ deps:
 	build-aux/deps.sh build test fuzz cross
 
 # Everything, with the sanitizer build too, warnings as errors in both; ends
-# with "N passed, N failed".
+# with "N passed, N failed". Each phase prints its seconds as it ends
+# ("== phase NAME: N s"), and tests/run repeats them with its own rounds'
+# just before the closing line (HEALTHD_PHASES), where a CI log is read.
 test:
-	@build-aux/deps.sh build test fuzz cross
-	@$(MAKE) --no-print-directory WERROR=1 all
-	@$(MAKE) --no-print-directory WERROR=1 asan
-	@tests/run build build-asan
+	@set -e; t=$$(date +%s); phases=; \
+	lap() { n=$$(date +%s); echo "== phase $$1: $$((n - t)) s"; \
+		phases="$$phases$${phases:+, }$$1 $$((n - t)) s"; t=$$n; }; \
+	build-aux/deps.sh build test fuzz cross; lap deps; \
+	$(MAKE) --no-print-directory WERROR=1 all; lap build; \
+	$(MAKE) --no-print-directory WERROR=1 asan; lap "asan build"; \
+	HEALTHD_PHASES="$$phases" tests/run build build-asan
 
 run:
 	@build-aux/deps.sh build
@@ -274,7 +279,9 @@ $(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
 # again by clang with coverage, ASan and UBSan into $(FUZZ_BUILD), by the rules
 # above. `make fuzz` runs each target FUZZ_SECONDS on its corpus (new inputs
 # go to $(FUZZ_BUILD)/corpus, the repo's seeds stay as they are); `make
-# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS.
+# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS. Both
+# print the libFuzzer seed they used; FUZZ_SEED=S (and FUZZ_RUNS=N) replays
+# a run (fuzz/README).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
