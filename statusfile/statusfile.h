@@ -24,6 +24,15 @@
  * (naming the rule that failed, never quoting the bytes) in reason[0..n). */
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
+/* The causes of the two reasons that carry the file's age, which changes
+ * every second (health_entry.cause): a stale file logs one verdict line,
+ * not one per refresh. */
+#define STATUSFILE_CAUSE_STALE "status file: stale"
+#define STATUSFILE_CAUSE_AHEAD "status file: ahead of the clock"
+/* statusfile_parse, with *cause set to one of the two above when the age
+ * rule failed, NULL otherwise. */
+bool statusfile_parse_cause(const char *buf, size_t len, time_t now, char *reason,
+			    size_t n, const char **cause);
 
 /* Reads path (following symlinks, never blocking, at most
  * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into
