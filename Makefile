@@ -139,14 +139,17 @@ deps:
 # with "N passed, N failed". Each phase prints its seconds as it ends
 # ("== phase NAME: N s"), and tests/run repeats them with its own rounds'
 # just before the closing line (HEALTHD_PHASES), where a CI log is read.
+# One recipe line a phase: `make -n test` runs the lines that name $(MAKE),
+# and must not run tests/run with them.
+TEST_PHASES = $(BUILD)/test-phases
+phase = t=$$(date +%s); $(1) && d=$$(($$(date +%s) - t)) && \
+	echo "== phase $(2): $$d s" && echo "$(2) $$d s" >>$(TEST_PHASES)
 test:
-	@set -e; t=$$(date +%s); phases=; \
-	lap() { n=$$(date +%s); echo "== phase $$1: $$((n - t)) s"; \
-		phases="$$phases$${phases:+, }$$1 $$((n - t)) s"; t=$$n; }; \
-	build-aux/deps.sh build test fuzz cross; lap deps; \
-	$(MAKE) --no-print-directory WERROR=1 all; lap build; \
-	$(MAKE) --no-print-directory WERROR=1 asan; lap "asan build"; \
-	HEALTHD_PHASES="$$phases" tests/run build build-asan
+	@mkdir -p $(BUILD) && : >$(TEST_PHASES)
+	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
+	@$(call phase,$(MAKE) --no-print-directory WERROR=1 all,build)
+	@$(call phase,$(MAKE) --no-print-directory WERROR=1 asan,asan build)
+	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan
 
 run:
 	@build-aux/deps.sh build
