@@ -186,6 +186,9 @@ SYSTEMDUNITDIR := /lib/systemd/system
 endif
 endif
 INSTALL ?= install
+# Prometheus alerting rules for the agent's metrics (README, "Alerts"), for
+# the operator's Prometheus: beside health.proto.
+ALERT_RULES := packaging/prometheus/dstack-healthd.rules.yml
 UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
 	systemd/dstack-healthd-drain.service
 
@@ -209,12 +212,14 @@ install: $(BUILD)/dstack-healthd
 	mv $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8.tmp $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
 	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
 	$(INSTALL) -m 0644 rpc/health.proto $(DESTDIR)$(DATADIR)/health.proto
+	$(INSTALL) -m 0644 $(ALERT_RULES) $(DESTDIR)$(DATADIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dstack-healthd \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
-		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto
+		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto \
+		$(DESTDIR)$(DATADIR)/$(notdir $(ALERT_RULES))
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) 2>/dev/null
 	@# install-front's files, unless changed since: like a conffile, an
 	@# edited one (or one that install-front did not write) is left.

@@ -72,7 +72,8 @@ ok $? "the agent this test runs the commands against is healthy (port $PORT)"
 export DSTACK_HEALTHD_CONTROL_SOCKET=$T/control.sock
 make -s install DESTDIR="$T/inst" PREFIX=/usr BUILD="${HEALTHD_BUILD:-build}" >"$T/install.log" 2>&1
 ok $? "make install DESTDIR=... PREFIX=/usr"
-is "$(ls "$T/inst/usr/share/dstack-healthd")" health.proto "make install ships health.proto under PREFIX/share/dstack-healthd"
+is "$(ls "$T/inst/usr/share/dstack-healthd" | tr '\n' ' ')" "dstack-healthd.rules.yml health.proto " \
+	"make install ships health.proto and the alert rules under PREFIX/share/dstack-healthd"
 make -s install DESTDIR="$T/inst2" PREFIX=/opt/dh BUILD="${HEALTHD_BUILD:-build}" >"$T/install2.log" 2>&1
 page2=$T/inst2/opt/dh/share/man/man8/dstack-healthd.8
 like "$(sed -n '/^\.SH FILES/,/^\.SH /p' "$page2" | plain)" '/opt/dh/share/dstack-healthd/health.proto' \
