@@ -75,16 +75,25 @@ endif
 JSMN_DEFS := -DJSMN_STRICT -DJSMN_PARENT_LINKS
 HD_CPPFLAGS := -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
 	-DHEALTHD_VERSION='"$(VERSION)"' $(PKG_CFLAGS)
-HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) -MMD -MP
+# Bit for bit the same binary from any folder (issue 28 §2; README,
+# "Reproducible builds"): the source folder becomes "." and the build folder
+# "build" in the debug information, the build id that hashes it, and
+# __FILE__ (the generated protobuf code's asserts), wherever either lies. A
+# caller's own map (dpkg's fixfilepath, Yocto's DEBUG_PREFIX_MAP) comes
+# after these in CFLAGS and wins for the folders it names.
+REPRO := -ffile-prefix-map=$(CURDIR)=. -ffile-prefix-map=$(abspath $(BUILD))=build
+HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) $(REPRO) -MMD -MP
 HD_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
 COMPILE = $(CC) $(HD_CPPFLAGS) $(CPPFLAGS) $(HD_CFLAGS) $(CFLAGS)
 LINK = $(CC) $(HD_LDFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) $(LDLIBS)
 
-PROTOS := $(wildcard rpc/*.proto)
+# Sorted, so that the objects are archived and linked in one order whatever
+# order the file system lists them in.
+PROTOS := $(sort $(wildcard rpc/*.proto))
 GEN_C := $(PROTOS:rpc/%.proto=$(BUILD)/gen/%.pb-c.c)
 GEN_H := $(GEN_C:.c=.h)
-LIB_SRCS := $(filter-out agent/main.c,$(wildcard base/*.c agent/*.c rpc/*.c runtime/*.c statusfile/*.c))
+LIB_SRCS := $(sort $(filter-out agent/main.c,$(wildcard base/*.c agent/*.c rpc/*.c runtime/*.c statusfile/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -136,12 +145,20 @@ deps:
 	build-aux/deps.sh build test fuzz cross
 
 # Everything, with the sanitizer build too, warnings as errors in both; ends
-# with "N passed, N failed".
+# with "N passed, N failed". Each phase prints its seconds as it ends
+# ("== phase NAME: N s"), and tests/run repeats them with its own rounds'
+# just before the closing line (HEALTHD_PHASES), where a CI log is read.
+# One recipe line a phase: `make -n test` runs the lines that name $(MAKE),
+# and must not run tests/run with them.
+TEST_PHASES = $(BUILD)/test-phases
+phase = t=$$(date +%s); $(1) && d=$$(($$(date +%s) - t)) && \
+	echo "== phase $(2): $$d s" && echo "$(2) $$d s" >>$(TEST_PHASES)
 test:
-	@build-aux/deps.sh build test fuzz cross
-	@$(MAKE) --no-print-directory WERROR=1 all
-	@$(MAKE) --no-print-directory WERROR=1 asan
-	@tests/run build build-asan
+	@mkdir -p $(BUILD) && : >$(TEST_PHASES)
+	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
+	@$(call phase,$(MAKE) --no-print-directory WERROR=1 all,build)
+	@$(call phase,$(MAKE) --no-print-directory WERROR=1 asan,asan build)
+	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan
 
 run:
 	@build-aux/deps.sh build
@@ -169,6 +186,9 @@ SYSTEMDUNITDIR := /lib/systemd/system
 endif
 endif
 INSTALL ?= install
+# Prometheus alerting rules for the agent's metrics (README, "Alerts"), for
+# the operator's Prometheus: beside health.proto.
+ALERT_RULES := packaging/prometheus/dstack-healthd.rules.yml
 UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
 	systemd/dstack-healthd-drain.service
 
@@ -192,12 +212,14 @@ install: $(BUILD)/dstack-healthd
 	mv $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8.tmp $(DESTDIR)$(MANDIR)/man8/dstack-healthd.8
 	$(INSTALL) -m 0644 dstack.example.json $(DESTDIR)$(DOCDIR)/examples/healthd.json
 	$(INSTALL) -m 0644 rpc/health.proto $(DESTDIR)$(DATADIR)/health.proto
+	$(INSTALL) -m 0644 $(ALERT_RULES) $(DESTDIR)$(DATADIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/dstack-healthd \
 		$(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(UNITS))) \
 		$(DESTDIR)$(MANDIR)/man8/dstack-healthd.8 \
-		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto
+		$(DESTDIR)$(DOCDIR)/examples/healthd.json $(DESTDIR)$(DATADIR)/health.proto \
+		$(DESTDIR)$(DATADIR)/$(notdir $(ALERT_RULES))
 	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) $(DESTDIR)$(DATADIR) 2>/dev/null
 	@# install-front's files, unless changed since: like a conffile, an
 	@# edited one (or one that install-front did not write) is left.
@@ -223,8 +245,13 @@ install-front:
 
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source
-# tree); only the .deb comes back, under $(BUILD)/. Our own make variables
-# (BUILD=...) must not leak into the package's make.
+# tree); only the .deb comes back, under $(BUILD)/: the tree's own build
+# folders are neither used nor touched, and it says so. Our own make
+# variables (BUILD=...) must not leak into the package's make. The same
+# commit gives the same .deb bit for bit (README, "Reproducible builds"):
+# SOURCE_DATE_EPOCH is the commit's time (the changelog's without git), and
+# dpkg clamps the files' times to it.
+DEB_EPOCH = $(shell git log -1 --format=%ct 2>/dev/null)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
@@ -232,11 +259,13 @@ deb:
 		{ echo "make deb: debian/changelog is at $$v, the Makefile at $(VERSION)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	echo "make deb: building from a copy of the tree in $$tmp (not in $(BUILD)/)"; \
 	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
 	git ls-files -z -c -o --exclude-standard | \
 		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
 	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
 		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
+		$(if $(DEB_EPOCH),SOURCE_DATE_EPOCH=$(DEB_EPOCH)) \
 		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
 		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \
@@ -278,7 +307,9 @@ $(BUILD)/bench/openloop: bench/openloop.c $(BUILD)/config.mk
 # again by clang with coverage, ASan and UBSan into $(FUZZ_BUILD), by the rules
 # above. `make fuzz` runs each target FUZZ_SECONDS on its corpus (new inputs
 # go to $(FUZZ_BUILD)/corpus, the repo's seeds stay as they are); `make
-# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS.
+# fuzz-smoke` replays the seeds, then runs each FUZZ_SMOKE_SECONDS. Both
+# print the libFuzzer seed they used; FUZZ_SEED=S (and FUZZ_RUNS=N) replays
+# a run (fuzz/README).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CC ?= clang
 FUZZ_SAN := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

@@ -6,8 +6,12 @@
  *   string form ("3") and the legacy number form (2, 3) are both accepted.
  * - requirements needs manifest_version 3 or later, and inside it only
  *   health_check (a boolean) and health_status_file (an absolute path) are
- *   known; anything else is a hard error, as dstack's documentation promises: that is what
- *   keeps a deployment from landing silently on a guest that would ignore it.
+ *   judged, in their flat form, the only one any dstack guest accepts (README,
+ *   "Which requirements forms"); the guest's own fields beside them
+ *   (guest_fields below) are accepted with their types and left to the
+ *   guest; anything else is a hard error, as dstack's documentation promises:
+ *   that is what keeps a deployment from landing silently on a guest that
+ *   would ignore it.
  * - health_status_file must be non-empty, absolute, shorter than PATH_MAX and
  *   free of control characters (a NUL cannot be opened, and the path is shown
  *   in reports).
@@ -105,10 +109,55 @@ static int check_status_file(const char *p, struct errbuf *err)
 	return 0;
 }
 
+static bool is_bool(const struct json *j, int i)
+{
+	bool b;
+	return json_bool(j, i, &b) == 0;
+}
+
+/* The rest of upstream's Requirements (Dstack-TEE/dstack,
+ * dstack-types/src/lib.rs, after v0.5.11), which its guest enforces before
+ * the app starts (deny_unknown_fields, these types, null for "absent" but for
+ * gpu_policy): accepted and not judged here, so that an app that sets one is
+ * not held unhealthy here while upstream's guest runs it. */
+static const struct {
+	const char *name;
+	bool (*is)(const struct json *j, int i);
+	const char *type;
+	bool nullable;
+} guest_fields[] = {
+	{ "os_version", json_is_string, "a string", true },
+	{ "platforms", json_is_array, "an array", true },
+	{ "tdx_measure_acpi_tables", is_bool, "true or false", true },
+	{ "launch_token_hash", json_is_string, "a string", true },
+	{ "gpu_policy", json_is_object, "an object", false },
+};
+
+/* k is one of guest_fields: its value's type checked, once. 1 when k is one,
+ * 0 when not, or an error. */
+static int guest_field(const struct json *j, int k, int v, unsigned *seen, struct errbuf *err)
+{
+	for (size_t i = 0; i < sizeof(guest_fields) / sizeof(guest_fields[0]); i++) {
+		if (!json_str_eq(j, k, guest_fields[i].name))
+			continue;
+		if (*seen & (1u << i))
+			return errbuf_set(err, EINVAL, "requirements.%s: appears more than once",
+					  guest_fields[i].name);
+		*seen |= 1u << i;
+		if (!guest_fields[i].is(j, v) && !(guest_fields[i].nullable && json_is_null(j, v)))
+			return errbuf_set(err, EINVAL, "requirements.%s: must be %s, not %s",
+					  guest_fields[i].name, guest_fields[i].type,
+					  json_type_name(j, v));
+		return 1;
+	}
+	return 0;
+}
+
 static int parse_requirements(const struct json *j, int obj, struct app_compose *c,
 			      struct errbuf *err)
 {
 	bool seen_check = false;
+	unsigned seen_guest = 0;
 	int r;
 
 	if (!json_is_object(j, obj))
@@ -120,10 +169,14 @@ static int parse_requirements(const struct json *j, int obj, struct app_compose 
 				return errbuf_set(err, EINVAL, "requirements.health_check: "
 						  "appears more than once");
 			seen_check = true;
+			/* {"enabled": ..., "health_file": ...} was a draft of
+			 * upstream's that no guest ever accepted. */
 			if (json_bool(j, v, &c->health_check) < 0)
 				return errbuf_set(err, EINVAL, "requirements.health_check: "
-						  "must be true or false, not %s",
-						  json_type_name(j, v));
+						  "must be true or false, not %s%s",
+						  json_type_name(j, v), json_is_object(j, v)
+						  ? " (the status file is requirements."
+						    "health_status_file, beside it)" : "");
 		} else if (json_str_eq(j, k, "health_status_file")) {
 			if (c->health_status_file)
 				return errbuf_set(err, EINVAL, "requirements.health_status_file: "
@@ -133,6 +186,9 @@ static int parse_requirements(const struct json *j, int obj, struct app_compose 
 				return r;
 			if ((r = check_status_file(c->health_status_file, err)) < 0)
 				return r;
+		} else if ((r = guest_field(j, k, v, &seen_guest, err)) != 0) {
+			if (r < 0)
+				return r;
 		} else {
 			_cleanup_free_ char *key = NULL;
 			char shown[65];
@@ -141,8 +197,10 @@ static int parse_requirements(const struct json *j, int obj, struct app_compose 
 						  "name is not a valid string");
 			err_clean(shown, sizeof(shown), key, 64);
 			return errbuf_set(err, EINVAL, "requirements.%s: unknown field; "
-					  "requirements only knows health_check and "
-					  "health_status_file", shown);
+					  "requirements only knows health_check, "
+					  "health_status_file and the guest's os_version, "
+					  "platforms, tdx_measure_acpi_tables, "
+					  "launch_token_hash and gpu_policy", shown);
 		}
 	}
 	return 0;

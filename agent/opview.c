@@ -33,28 +33,19 @@ void opview_destroy(struct opview *v)
 	view_box_destroy(&v->config);
 	pollers_destroy(&v->pollers);
 	pthread_mutex_destroy(&v->drain_lock);
+	verdict_free(&v->last);
 	free(v->since);
 	v->since = NULL;
 }
 
 /* Against what the view last recorded, not the refresher's own memory:
  * a reload starts a refresher afresh, and the verdict served across it may
- * well be the same. */
+ * well be the same. A drain's entries are not the app's: they are not
+ * compared. A change is one of state or cause, as in the journal: a stale
+ * status file's age moving is not one. */
 static bool changed(const struct opview *v, const struct verdict *now)
 {
-	char summary[sizeof(v->history[0].summary)];
-	/* The app's last verdict: a drain's entries are not the app's. */
-	const struct opview_change *last = NULL;
-	for (unsigned k = 0; k < v->history_n && !last; k++) {
-		const struct opview_change *c =
-			&v->history[(v->history_next + OPVIEW_HISTORY - 1 - k) % OPVIEW_HISTORY];
-		if (c->trigger < N_TRIGGERS)
-			last = c;
-	}
-	if (!last)
-		return true;
-	verdict_summary(now, summary, sizeof(summary));
-	return last->healthy != now->healthy || strcmp(last->summary, summary) != 0;
+	return !v->have_last || !verdict_same_cause(&v->last, now);
 }
 
 static struct opview_change *history_push(struct opview *v)
@@ -111,6 +102,9 @@ static void record(struct opview *v, const struct opview_refresh *r)
 		snprintf(v->last_failure, sizeof(v->last_failure), "%s", r->error ? r->error : "");
 	}
 	if (changed(v, r->published)) {
+		verdict_free(&v->last);
+		/* Out of memory: the next refresh counts as a change again. */
+		v->have_last = verdict_copy(&v->last, r->published) == 0;
 		struct opview_change *c = history_push(v);
 		v->changes_total++;
 		c->time_ms = r->end_ms;

@@ -62,6 +62,10 @@ struct opview {
 
 	struct opview_change history[OPVIEW_HISTORY];
 	unsigned history_n, history_next;
+	/* The app's verdict the history last recorded (have_last): a change
+	 * is one of state or cause (verdict_same_cause), as in the journal. */
+	struct verdict last;
+	bool have_last;
 	int64_t durations[OPVIEW_DURATIONS]; /* us */
 	unsigned durations_n, durations_next;
 	uint64_t buckets[OPVIEW_BUCKETS + 1];

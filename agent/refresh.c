@@ -90,7 +90,10 @@ static void log_transition(const struct refresher *rf, const struct verdict *old
 	else if (st->failures == 0 && old_failures > 0)
 		log_msg(LOG_NOTICE, "refresh works again after %u failure%s", old_failures,
 			old_failures == 1 ? "" : "s");
-	if (verdict_equal(old, now))
+	/* One line when the state or its cause changes: not one a refresh
+	 * for a number in the words (a stale status file's age), which
+	 * `status` shows. STATUS= keeps the words of the line logged. */
+	if (verdict_same_cause(old, now))
 		return;
 	/* Journal fields, so that an operator can select on them. */
 	char reason[600], hash[96];

@@ -36,7 +36,7 @@ void verdict_free(struct verdict *v)
 	verdict_init(v);
 }
 
-static int add_owned(struct verdict *v, char *name, char *status)
+static int add_owned(struct verdict *v, char *name, char *status, const char *cause)
 {
 	if (!name || !status)
 		goto nomem;
@@ -46,6 +46,7 @@ static int add_owned(struct verdict *v, char *name, char *status)
 	v->entries = e;
 	v->entries[v->n_entries].name = name;
 	v->entries[v->n_entries].status = status;
+	v->entries[v->n_entries].cause = cause;
 	v->n_entries++;
 	return 0;
 nomem:
@@ -60,7 +61,17 @@ int verdict_add(struct verdict *v, const char *name, const char *fmt, ...)
 	va_start(ap, fmt);
 	char *status = vformat(fmt, ap);
 	va_end(ap);
-	return add_owned(v, strdup(name), status);
+	return add_owned(v, strdup(name), status, NULL);
+}
+
+int verdict_add_cause(struct verdict *v, const char *name, const char *cause,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *status = vformat(fmt, ap);
+	va_end(ap);
+	return add_owned(v, strdup(name), status, cause);
 }
 
 int verdict_set_error(struct verdict *v, const char *fmt, ...)
@@ -110,7 +121,7 @@ int verdict_copy(struct verdict *dst, const struct verdict *src)
 	dst->healthy = src->healthy;
 	for (size_t i = 0; i < src->n_entries; i++)
 		if (add_owned(dst, strdup(src->entries[i].name),
-			      strdup(src->entries[i].status)) < 0)
+			      strdup(src->entries[i].status), src->entries[i].cause) < 0)
 			goto nomem;
 	if (src->error && !(dst->error = strdup(src->error)))
 		goto nomem;
@@ -127,15 +138,18 @@ static const char *str_or_empty(const char *s)
 	return s ? s : "";
 }
 
-bool verdict_equal(const struct verdict *a, const struct verdict *b)
+bool verdict_same_cause(const struct verdict *a, const struct verdict *b)
 {
 	if (a->healthy != b->healthy || a->n_entries != b->n_entries ||
 	    strcmp(str_or_empty(a->error), str_or_empty(b->error)) != 0)
 		return false;
-	for (size_t i = 0; i < a->n_entries; i++)
-		if (strcmp(a->entries[i].name, b->entries[i].name) ||
-		    strcmp(a->entries[i].status, b->entries[i].status))
+	for (size_t i = 0; i < a->n_entries; i++) {
+		const struct health_entry *x = &a->entries[i], *y = &b->entries[i];
+		if (strcmp(x->name, y->name))
 			return false;
+		if (x->cause && y->cause ? strcmp(x->cause, y->cause) : strcmp(x->status, y->status))
+			return false;
+	}
 	return true;
 }
 

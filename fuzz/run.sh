@@ -8,13 +8,22 @@
 #       fuzz/corpus/T, then fuzzes SECONDS from them; TAP, one point a target.
 # A crash leaves its input in BUILD/crashes/T-*; replay it with
 # `BUILD/fuzz_T FILE`. Exit status 1 when any target failed.
+# Every target runs with one seed, FUZZ_SEED or one drawn here, printed
+# first: the same seed, corpus and run count replay the same inputs
+# (fuzz/README, "Replaying a run").
 set -u
 cd "$(dirname "$0")/.."
 mode=$1 build=$2 secs=$3 jobs=$4
 shift 4
+seed=${FUZZ_SEED:-}
+while [ -z "$seed" ] || [ "$seed" = 0 ]; do # libFuzzer takes 0 for "draw one"
+	seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+done
+case "$seed" in *[!0-9]*) echo "fuzz/run.sh: FUZZ_SEED must be a number" >&2; exit 2 ;; esac
+echo "# fuzz seed $seed: replay with FUZZ_SEED=$seed (fuzz/README)"
 # Real inputs are a few KiB (one inspect object is ~5 KiB); larger ones only
 # slow the search down.
-opts=(-rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1)
+opts=(-rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1 -seed="$seed")
 mkdir -p "$build/crashes" "$build/corpus"
 
 one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
@@ -28,7 +37,10 @@ one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
 		mkdir -p "$work"
 	fi
 	if [ $rc -eq 0 ]; then
-		"$bin" "${opts[@]}" -max_total_time="$secs" -artifact_prefix="$build/crashes/$t-" \
+		# FUZZ_RUNS (a replay) bounds the run by its count, not its time.
+		"$bin" "${opts[@]}" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} \
+			-max_total_time="$([ -n "${FUZZ_RUNS:-}" ] && echo 0 || echo "$secs")" \
+			-artifact_prefix="$build/crashes/$t-" \
 			"$work" "$seeds" >>"$log" 2>&1 || rc=$?
 	fi
 	[ "$mode" = smoke ] && rm -rf "$work"
@@ -60,9 +72,10 @@ for t in "$@"; do
 	fi
 	if [ "$mode" = smoke ]; then
 		if [ "$rc" -eq 0 ]; then
-			echo "ok $n - fuzz_$t: seeds replayed, ${runs:-?} runs in ${took:-?} s"
+			echo "ok $n - fuzz_$t: seeds replayed, ${runs:-?} runs in ${took:-?} s (seed $seed)"
 		else
 			echo "not ok $n - fuzz_$t: exit status $rc (log: $log)"
+			echo "# replay: FUZZ_SEED=$seed FUZZ_RUNS=${runs:-N} make fuzz-smoke FUZZ_TARGETS=$t"
 		fi
 	else
 		printf '%-14s %12s runs %6s s %3s crash(es)%s\n' "$t" "${runs:-?}" "${took:-?}" \

@@ -195,6 +195,11 @@ static int relay_metrics(struct control *ct, struct json_buf *b)
 		if (!e) e = view_prom_sample(b, m[i].name, NULL,
 					     (double)*(const uint64_t *)((const char *)&st + m[i].off));
 	}
+	/* What relay_open is measured against ("near full", the shipped
+	 * alert rules): the slots as fitted to the fd limit. */
+	if (!e) e = view_prom_family(b, "dstack_healthd_relay_slots", "gauge",
+				     "connections that can be relayed at once");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_slots", NULL, (double)st.slots);
 	return e;
 }
 

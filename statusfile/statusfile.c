@@ -144,23 +144,28 @@ static bool fail(char *reason, size_t n, const char *fmt, ...)
 	return false;
 }
 
-/* The age rule: fresh within STATUSFILE_MAX_AGE of now, either side. */
-static bool fresh(uint64_t written, time_t now, char *reason, size_t n)
+/* The age rule: fresh within STATUSFILE_MAX_AGE of now, either side. The
+ * reason carries the age, which moves every second: *cause names the rule. */
+static bool fresh(uint64_t written, time_t now, char *reason, size_t n, const char **cause)
 {
 	int64_t t = (int64_t)now;
 	if (t >= 0 && (uint64_t)t >= written) {
 		uint64_t ago = (uint64_t)t - written;
-		if (ago > STATUSFILE_MAX_AGE)
+		if (ago > STATUSFILE_MAX_AGE) {
+			*cause = STATUSFILE_CAUSE_STALE;
 			return fail(reason, n, "written %llu s ago; older than %d s counts as "
 				    "unhealthy", (unsigned long long)ago, STATUSFILE_MAX_AGE);
+		}
 		return true;
 	}
 	/* Exactly STATUSFILE_MAX_AGE ahead is fresh, like exactly that old. */
 	uint64_t ahead = distance(t, written);
-	if (ahead > STATUSFILE_MAX_AGE)
+	if (ahead > STATUSFILE_MAX_AGE) {
+		*cause = STATUSFILE_CAUSE_AHEAD;
 		return fail(reason, n, "written %llu s in the future; more than %d s ahead "
 			    "counts as unhealthy (line 2 must be in seconds, not milliseconds)",
 			    (unsigned long long)ahead, STATUSFILE_MAX_AGE);
+	}
 	return true;
 }
 
@@ -179,16 +184,18 @@ static bool since_start(uint64_t written, int64_t start, char *reason, size_t n)
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n)
 {
-	return statusfile_parse_since(buf, len, now, 0, reason, n);
+	const char *cause;
+	return statusfile_parse_since(buf, len, now, 0, reason, n, &cause);
 }
 
 bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t start,
-			    char *reason, size_t n)
+			    char *reason, size_t n, const char **cause)
 {
 	const char *p = buf, *end = buf + len, *l1, *l2;
 	size_t n1, n2;
 	uint64_t written;
 
+	*cause = NULL;
 	if (n > 0)
 		reason[0] = '\0';
 	if (!valid_utf8(buf, len))
@@ -202,7 +209,7 @@ bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t sta
 			    "the Unix timestamp at which it was written");
 	if (!parse_seconds(l2, n2, &written))
 		return fail(reason, n, "line 2 is not a Unix timestamp in seconds");
-	if (!fresh(written, now, reason, n) || !since_start(written, start, reason, n))
+	if (!fresh(written, now, reason, n, cause) || !since_start(written, start, reason, n))
 		return false;
 	if (word_is(l1, n1, "unhealthy"))
 		return fail(reason, n, "the app reports unhealthy");
@@ -300,7 +307,7 @@ static bool open_failed(int e, const char *shown, char *reason, size_t n)
  * as upstream judges it ("cannot read ..."): it is the app failing to hold up
  * its end, not the agent failing to ask (docs/design.md §4). */
 static bool judge_path(const char *path, const char *shown, time_t now, int64_t start,
-		       char *reason, size_t n, struct statusfile_info *info)
+		       char *reason, size_t n, const char **cause, struct statusfile_info *info)
 {
 	struct stat st;
 	/* Judge by type before opening: opening a device can have effects of
@@ -329,7 +336,7 @@ static bool judge_path(const char *path, const char *shown, time_t now, int64_t 
 	info->read = true;
 	info->mtime = st.st_mtime;
 	statusfile_peek(buf, got, info);
-	return statusfile_parse_since(buf, got, now, start, reason, n);
+	return statusfile_parse_since(buf, got, now, start, reason, n, cause);
 }
 
 int statusfile_judge(const char *path, time_t now, struct verdict *out)
@@ -348,11 +355,12 @@ int statusfile_judge_since(const char *path, time_t now, int64_t start, struct v
 			   struct statusfile_info *info)
 {
 	char shown[ERR_SHOWN_BYTES + 1], reason[ERR_SHOWN_BYTES + 256];
+	const char *cause = NULL;
 
 	memset(info, 0, sizeof(*info));
 	err_clean(shown, sizeof(shown), path, ERR_SHOWN_BYTES);
-	out->healthy = judge_path(path, shown, now, start, reason, sizeof(reason), info);
+	out->healthy = judge_path(path, shown, now, start, reason, sizeof(reason), &cause, info);
 	if (out->healthy)
 		return 0;
-	return verdict_add(out, STATUSFILE_ENTRY, "%s", reason);
+	return verdict_add_cause(out, STATUSFILE_ENTRY, cause, "%s", reason);
 }

@@ -24,12 +24,18 @@
  * (naming the rule that failed, never quoting the bytes) in reason[0..n). */
 bool statusfile_parse(const char *buf, size_t len, time_t now, char *reason,
 		      size_t n);
+/* The causes of the two reasons that carry the file's age, which changes
+ * every second (health_entry.cause): a stale file logs one verdict line,
+ * not one per refresh. */
+#define STATUSFILE_CAUSE_STALE "status file: stale"
+#define STATUSFILE_CAUSE_AHEAD "status file: ahead of the clock"
 /* statusfile_parse, and not healthy either when line 2 is before start, the
  * app's current start in seconds since the epoch (0: not known), checked
  * after the age and before line 1 (issue 29: a file the previous run left is
- * no word about this one). */
+ * no word about this one); *cause set to one of the two above when the age
+ * rule failed, NULL otherwise. */
 bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t start,
-			    char *reason, size_t n);
+			    char *reason, size_t n, const char **cause);
 
 /* Reads path (following symlinks, never blocking, at most
  * STATUSFILE_MAX_BYTES: a larger file is judged on those) and judges it into

@@ -76,8 +76,8 @@ is "$rc" 0 "make install DESTDIR= stages the cross build"
 like "$(readelf -h "$T/stage/usr/sbin/dstack-healthd" 2>&1)" 'Machine: +AArch64' \
 	"the staged agent is the aarch64 one"
 staged=$(cd "$T/stage" && find . -type f | sort | tr '\n' ' ')
-is "$staged" "./usr/lib/systemd/system/dstack-healthd-drain.service ./usr/lib/systemd/system/dstack-healthd.service ./usr/lib/systemd/system/dstack-healthd.socket ./usr/sbin/dstack-healthd ./usr/share/doc/dstack-healthd/examples/healthd.json ./usr/share/dstack-healthd/health.proto ./usr/share/man/man8/dstack-healthd.8 " \
-	"the staged files: the agent, the three units, the man page, the .proto, the example"
+is "$staged" "./usr/lib/systemd/system/dstack-healthd-drain.service ./usr/lib/systemd/system/dstack-healthd.service ./usr/lib/systemd/system/dstack-healthd.socket ./usr/sbin/dstack-healthd ./usr/share/doc/dstack-healthd/examples/healthd.json ./usr/share/dstack-healthd/dstack-healthd.rules.yml ./usr/share/dstack-healthd/health.proto ./usr/share/man/man8/dstack-healthd.8 " \
+	"the staged files: the agent, the three units, the man page, the .proto, the alert rules, the example"
 is "$(grep '^ExecStart=' "$T/stage/usr/lib/systemd/system/dstack-healthd.service")" \
 	"ExecStart=/usr/sbin/dstack-healthd" "the service starts the staged agent"
 

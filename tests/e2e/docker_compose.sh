@@ -27,7 +27,7 @@ up_all() {
 		pids="$pids $!:${pf%%:*}"
 	done
 	for p in $pids; do
-		wait "${p%%:*}"
+		reap 300 "${p%%:*}"
 		case "$?:${p#*:}" in
 		0:hbrk) want="failed" ;;
 		[1-9]*:hbrk | 0:*) continue ;;

@@ -20,7 +20,7 @@ FPID=
 stop_fake() {
 	if [ -n "$FPID" ]; then
 		kill "$FPID" 2>/dev/null
-		wait "$FPID" 2>/dev/null
+		reap 30 "$FPID" 2>/dev/null
 		FPID=
 	fi
 }

@@ -27,7 +27,7 @@ scratch_more() {
 		kill "$DPID" 2>/dev/null
 		for _ in $(seq 200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
 		kill -9 "$DPID" 2>/dev/null
-		wait "$DPID" 2>/dev/null
+		reap 10 "$DPID" 2>/dev/null
 	fi
 	# Whatever dockerd left mounted under its folders.
 	grep -o " $T/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
@@ -103,6 +103,6 @@ wait_for 20 sh -c "! kill -0 $DPID 2>/dev/null"
 out=$("$LIST" "unix://$T/docker.sock" $P 10000)
 like "$out" "^error: cannot connect to unix://$T/docker.sock: (No such file or directory|Connection refused)$" \
 	"a stopped daemon is a clear error"
-wait "$DPID" 2>/dev/null
+reap 30 "$DPID" 2>/dev/null
 DPID=
 done_testing

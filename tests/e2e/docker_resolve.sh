@@ -74,7 +74,7 @@ t0=$(now_ms)
 kill -TERM "$AGENT"
 wait_for 30 pid_gone "$AGENT"
 dt=$(($(now_ms) - t0))
-wait "$AGENT"
+reap 10 "$AGENT"
 rc=$?
 is "$rc" 0 "agent: exit status 0 after SIGTERM"
 diag "SIGTERM to exit with a name lookup in flight: ${dt} ms"

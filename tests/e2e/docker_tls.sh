@@ -113,6 +113,34 @@ is "$out" "error: cannot connect to tcp://localhost:$(cat "$T/port2"): timed out
 # The peer never answers: without the deadline this would not end at all.
 ok $(( dt >= 950 && dt < 10000 ? 0 : 1 )) "the deadline held during the handshake (${dt} ms)"
 
+# The TLS 1.2 floor (the docker CLI's): a server that offers only TLS 1.0 or
+# 1.1 is refused at the handshake, whatever mbedtls would still speak (2.28
+# has both compiled in). openssl s_server without the system's config, at
+# security level 0, so that it does offer them; the same server at TLS 1.2
+# shows that the refusal is the version's: that handshake completes and only
+# the answer (s_server's status page, not Docker's) is refused.
+# old_tls VERSION: the s_server offering only VERSION, its port in OLD_PORT.
+old_tls() {
+	rm -f "$T/old-$1.out"
+	OPENSSL_CONF=/dev/null openssl s_server -accept 127.0.0.1:0 -cert "$T/server.pem" \
+		-key "$T/server-key.pem" "-$1" -cipher 'DEFAULT:@SECLEVEL=0' -www \
+		>"$T/old-$1.out" 2>&1 </dev/null &
+	PIDS+=($!)
+	wait_for 30 grep -q '^ACCEPT ' "$T/old-$1.out"
+	OLD_PORT=$(sed -n 's/^ACCEPT .*:\([0-9]*\)$/\1/p' "$T/old-$1.out")
+}
+for v in tls1 tls1_1; do
+	old_tls "$v"
+	like "$(tls "$T/good" "tcp://localhost:$OLD_PORT" demo 5000)" \
+		"^error: cannot connect to tcp://localhost:$OLD_PORT: TLS handshake: " \
+		"a server that offers only $v is refused at the handshake"
+done
+old_tls tls1_2
+out=$(tls "$T/good" "tcp://localhost:$OLD_PORT" demo 5000)
+like "$out" "^error: " "the same server at TLS 1.2: an error..."
+ok $(! grep -q 'TLS handshake' <<<"$out"; echo $?) \
+	"...but not the handshake's: the refusals above are the version's ($out)"
+
 # An IP-addressed peer whose certificate carries that IP as an iPAddress SAN
 # (what dockerd's TLS guide makes), without dockerd: accepted for that IP,
 # refused for a name. mbedtls 3.6.3 and later refuse any verifying handshake

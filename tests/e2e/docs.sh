@@ -72,7 +72,8 @@ ok $? "the agent this test runs the commands against is healthy (port $PORT)"
 export DSTACK_HEALTHD_CONTROL_SOCKET=$T/control.sock
 make -s install DESTDIR="$T/inst" PREFIX=/usr BUILD="${HEALTHD_BUILD:-build}" >"$T/install.log" 2>&1
 ok $? "make install DESTDIR=... PREFIX=/usr"
-is "$(ls "$T/inst/usr/share/dstack-healthd")" health.proto "make install ships health.proto under PREFIX/share/dstack-healthd"
+is "$(ls "$T/inst/usr/share/dstack-healthd" | tr '\n' ' ')" "dstack-healthd.rules.yml health.proto " \
+	"make install ships health.proto and the alert rules under PREFIX/share/dstack-healthd"
 make -s install DESTDIR="$T/inst2" PREFIX=/opt/dh BUILD="${HEALTHD_BUILD:-build}" >"$T/install2.log" 2>&1
 page2=$T/inst2/opt/dh/share/man/man8/dstack-healthd.8
 like "$(sed -n '/^\.SH FILES/,/^\.SH /p' "$page2" | plain)" '/opt/dh/share/dstack-healthd/health.proto' \
@@ -129,7 +130,7 @@ check() {
 		drained() { curl -s "http://127.0.0.1:$PORT/prpc/v1/Health" | grep -q '"<drain>"'; }
 		wait_for 30 drained
 		ok $? "$what: Health answers draining at once"
-		wait "$dp"; RC=$?
+		reap 60 "$dp"; RC=$?
 		like "$RC:$(cat "$T/drain.out")" '^0:.*127\.0\.0\.1' "$what: exit 0, naming who was told" ;;
 	"dstack-healthd resume")
 		run "$cmd"
@@ -240,7 +241,7 @@ check_make_run() {
 	local p=$!
 	wait_for 30 sh -c "grep -q 'serving on' '$T/free.log'"
 	free=$(port_of "$T/free.log")
-	kill "$p"; wait "$p" 2>/dev/null
+	kill "$p"; reap 30 "$p" 2>/dev/null
 	setsid env PORT="$free" make -s run BUILD="${HEALTHD_BUILD:-build}" >"$T/run.out" 2>"$T/run.err" &
 	GROUPS_+=($!)
 	announced() { grep -q 'Try:' "$T/run.out"; }

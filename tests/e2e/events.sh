@@ -121,7 +121,7 @@ wait_for 20 pid_gone "$HD_PID_ev"
 ms=$(($(dh_now_ms) - t0))
 [ "$ms" -lt 5000 ]
 ok $? "agent: stopped ${ms} ms after SIGTERM with the events stream open (< 5000)"
-wait "$HD_PID_ev"
+reap 10 "$HD_PID_ev"
 is "$?" 0 "agent: exit status 0"
 
 # --- a hung stream never delays the timer; a dropping one backs off -------------

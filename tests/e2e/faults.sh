@@ -117,7 +117,7 @@ fault() {
 	if ! wait_for 30 healthy_now; then
 		ok 1 "$name: the agent is healthy before the fault"
 		sed 's/^/#   /' "$T/$name.log" | tail -n 5
-		kill -9 "$pid"; wait "$pid" 2>/dev/null
+		kill -9 "$pid"; reap 10 "$pid" 2>/dev/null
 		return
 	fi
 	local rss0 rss1 hwm control limit
@@ -177,7 +177,7 @@ fault() {
 	done
 
 	kill -TERM "$pid"
-	wait "$pid"
+	reap 30 "$pid"
 	local stop_rc=$?
 
 	local after err

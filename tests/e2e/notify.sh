@@ -24,7 +24,7 @@ stop() {
 	jobs -p | grep -qx -- "$1" || { wait "$1" 2>/dev/null; return 0; }
 	kill -TERM "$1" 2>/dev/null
 	wait_for 30 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
+	reap 10 "$1" 2>/dev/null
 	return 0
 }
 # Each gets its TERM first; none is left for scratch.sh's KILL.
@@ -65,7 +65,7 @@ term_and_time() {
 	t0=$(now_ms)
 	kill -TERM "$1"
 	if wait_for 20 pid_gone "$1"; then ELAPSED=$(( $(now_ms) - t0 )); else ELAPSED=timeout; fi
-	wait "$1"
+	reap 10 "$1"
 	EXIT_STATUS=$?
 }
 

@@ -60,7 +60,7 @@ served() {
 	ok $(! grep -aq "$MARK" "$T/$label.pb" && ! grep -q "$MARK" <<<"$body"; echo $?) \
 		"$label: no marker in either answer"
 	kill -TERM "$pid"
-	wait "$pid"
+	reap 30 "$pid"
 	ok $(grep -q "$MARK" "$log"; echo $?) "$label: the log carries the detail"
 }
 

@@ -135,7 +135,7 @@ kill -STOP "$A_PID"
 touch "$T/rst.go"
 wait_for 30 test -e "$T/rst.sent"
 kill -CONT "$A_PID"
-wait "$RST"
+reap 60 "$RST"
 is "$(cat "$T/rst.out")" "the answer before a reset" \
 	"an answer and a reset arriving together: the answer is relayed before the link closes"
 
@@ -147,7 +147,7 @@ python3 "$CL" "$A" flood 1100 10 >"$T/flood.out" &
 FLOOD=$!
 PIDS+=($FLOOD)
 python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$A" --duration 8 --gap 200 >"$T/poll.out"
-wait "$FLOOD"
+reap 60 "$FLOOD"
 read -r polls okn <<<"$(sed -n 's/^polls=\([0-9]*\) ok=\([0-9]*\).*/\1 \2/p' "$T/poll.out")"
 [ "${polls:-0}" -ge 10 ] && [ "$okn" = "$polls" ]
 ok $? "a flood of 1100 never-ending first lines: every Health poll answered ($(cat "$T/poll.out"))"
@@ -169,7 +169,7 @@ held() { ss -Htn "( dport = :$GP )" | awk '$2 > 0 { n++ } END { exit !n }'; }
 wait_for 30 held
 ok $? "a client that stops reading: the relay holds the stand-in's bytes (${stalled:-no answer})"
 exec {STALL[1]}>&-
-wait "$STALL_PID" 2>/dev/null
+reap 30 "$STALL_PID" 2>/dev/null
 
 # --- nothing left behind --------------------------------------------------------
 wait_for 20 test "$(upstream_conns)" = 0
@@ -181,7 +181,7 @@ is "$(relay_field total)" 11 "/status: relay total still counts the 11 relayed c
 
 # --- the guest agent down -------------------------------------------------------
 kill -9 "$GA_PID"
-wait "$GA_PID" 2>/dev/null
+reap 10 "$GA_PID" 2>/dev/null
 for i in 1 2 3; do
 	curl -s --max-time 20 -D "$T/502.head.$i" "http://127.0.0.1:$A/" >"$T/502.body.$i"
 done

@@ -23,7 +23,7 @@ alive() { kill -0 "$1" 2>/dev/null; }
 stop() {
 	kill -TERM "$1" 2>/dev/null
 	wait_for 20 sh -c "! kill -0 $1 2>/dev/null" || kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null
+	reap 10 "$1" 2>/dev/null
 }
 # Each gets the stop above, not scratch.sh's KILL, which would orphan the
 # agent under its timeout.
@@ -258,7 +258,7 @@ if alive "$P"; then
 	stop "$P"
 	ok 1 "the agent exits 0 after SIGTERM (it had to be killed)"
 else
-	wait "$P"
+	reap 10 "$P"
 	is "$?" 0 "the agent exits 0 after SIGTERM"
 fi
 ok $(grep -qE 'Sanitizer|runtime error' "$T/off.log" && echo 1 || echo 0) \

@@ -13,7 +13,7 @@ SERVER_PID=
 scratch_more() {
 	if [ -n "$SERVER_PID" ]; then
 		kill "$SERVER_PID" 2>/dev/null
-		wait "$SERVER_PID" 2>/dev/null
+		reap 30 "$SERVER_PID" 2>/dev/null
 	fi
 }
 
@@ -307,7 +307,7 @@ ok "$(wait_for 20 says 'the app reports unhealthy'; echo $?)" "a rename-in-place
 printf 'healthy\n%s\n' "$(( $(now) - 120 ))" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
 ok "$(wait_for 20 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
 kill "$SERVER_PID"
-wait "$SERVER_PID" 2>/dev/null
+reap 30 "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
 # --- an unreadable file is judged on the very next refresh ------------------
@@ -396,7 +396,7 @@ mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular 
 )*  status file $T/st/swap
   not read: the entry above says why" "status: an unreadable file names the path locally, the entry says why"
 kill "$SERVER_PID"
-wait "$SERVER_PID" 2>/dev/null
+reap 30 "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
 # --- app-compose restarted without a reboot (issue 29) -------------------------
@@ -441,7 +441,7 @@ mlike "$view" "Source:
 mlike "$view" "  failing, [0-9]+ in a row: .*no-docker\.sock.* \([0-9T:.-]+Z\)" \
 	"status: a failing refresh's detail, in full (local only)"
 kill "$SERVER_PID"
-wait "$SERVER_PID" 2>/dev/null
+reap 30 "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
 # --- app-compose.json errors with --once: exit 2, naming the field ----------

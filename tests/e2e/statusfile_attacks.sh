@@ -154,7 +154,7 @@ for i in $(seq 1 40); do
 done
 summary=$(python3 "$POLL" --unix "$T/a.sock" --duration 1 --gap 20)
 touch "$T/c-rewrite.stop"
-wait "$WRITER"
+reap 60 "$WRITER"
 is "$bad" 0 "rewritten in place: $n answers, $healthy healthy, the rest a half-written file's rule"
 median=$(sort -n "$T/times" | sed -n "$((n / 2))p")
 ok $([ "$median" -lt "$ONCE_MAX_MS" ]; echo $?) \
@@ -168,7 +168,7 @@ ok $([ $((rss1 - rss0)) -lt "$RSS_GROWTH_MAX_KB" ]; echo $?) \
 ok $(kill -0 "$AGENT"; echo $?) "the long-running agent is still running"
 ok $(! grep -q 'healthy\\n1\|^ \{20\}' "$T/agent.log"; echo $?) "the agent's log quotes no file bytes"
 kill -TERM "$AGENT"
-wait "$AGENT"
+reap 30 "$AGENT"
 is "$?" 0 "SIGTERM: exit 0"
 diag "attack             | --once  | reason"
 for r in "${ROWS[@]}"; do diag "$r"; done

@@ -36,7 +36,7 @@ scratch_more() {
 		kill -TERM "$DOCKERD_PID" 2>/dev/null
 		wait_for 20 sh -c "! kill -0 $DOCKERD_PID 2>/dev/null" ||
 			kill -KILL "$DOCKERD_PID" 2>/dev/null
-		wait "$DOCKERD_PID" 2>/dev/null
+		reap 10 "$DOCKERD_PID" 2>/dev/null
 		# The shims may leave mounts under the exec root behind.
 		grep -o " $T/[^ ]*" /proc/self/mounts | sort -r |
 			while read -r m; do umount -l "$m" 2>/dev/null; done
@@ -215,6 +215,9 @@ like "$(in_c systemctl status dstack-healthd 2>&1 | grep 'Status:')" 'Status: "h
 mkdir -p "$T/share"
 $D cp "$C:/usr/share/dstack-healthd/health.proto" "$T/share/health.proto" 2>"$T/cp.err"
 ok $? "the package ships /usr/share/dstack-healthd/health.proto"
+$D cp "$C:/usr/share/dstack-healthd/dstack-healthd.rules.yml" "$T/share/rules.yml" 2>"$T/cp.err"
+ok $(cmp -s "$T/share/rules.yml" packaging/prometheus/dstack-healthd.rules.yml; echo $?) \
+	"the package ships the alert rules as /usr/share/dstack-healthd/dstack-healthd.rules.yml"
 is "$(in_c curl -s -X POST --data-binary '' 'http://127.0.0.1:8090/prpc/v1/Health' |
 	protoc --decode=dstack.guest.v1.HealthResponse -I "$T/share" health.proto 2>&1)" \
 	"healthy: true" "the man page's protoc line decodes the answer with the installed health.proto"
@@ -276,8 +279,13 @@ exposure() { # exposure UNIT: the overall exposure level systemd-analyze gives
 }
 score=$(exposure dstack-healthd-drain.service)
 diag "systemd-analyze security: dstack-healthd-drain.service $score, dstack-healthd.service $(exposure dstack-healthd.service)"
-ok $(awk -v s="$score" 'BEGIN { exit !(s != "" && s + 0 < 2.5) }'; echo $?) \
-	"systemd-analyze security rates the drain unit below 2.5 ($score)"
+# Against what it is (0.7), with a margin of 0.2 for another systemd's
+# weights: without PrivateNetwork=yes it was 1.2, under the 2.5 this once
+# was. The network settings themselves too, as systemd reads them.
+ok $(awk -v s="$score" 'BEGIN { exit !(s != "" && s + 0 <= 0.9) }'; echo $?) \
+	"systemd-analyze security rates the drain unit at most 0.9 (0.7 as shipped; $score)"
+is "$(prop dstack-healthd-drain.service PrivateNetwork)/$(prop dstack-healthd-drain.service RestrictAddressFamilies)" \
+	"yes/AF_UNIX" "the drain unit has no network: PrivateNetwork=yes, unix sockets only"
 put /etc/systemd/system/app-compose.service <<'UNIT'
 [Unit]
 Description=stand-in for the guest's app-compose.service
@@ -365,8 +373,11 @@ in_c systemctl start dstack-healthd >/dev/null 2>&1
 ok $([ $? -ne 0 ]; echo $?) "a bad DSTACK_HEALTHD_LISTEN: systemctl start fails"
 is "$(prop dstack-healthd.service ExecMainStatus)/$(prop dstack-healthd.service SubState)" 2/failed \
 	"exit status 2, and left failed (no restart for it)"
-like "$(in_c journalctl -u dstack-healthd -p err --no-pager -o cat 2>&1)" \
-	"error: DSTACK_HEALTHD_LISTEN: listen address 'nowhere'|^DSTACK_HEALTHD_LISTEN: listen address 'nowhere'" \
+# journald takes a unit's stderr through a stream it reads on its own time:
+# on a loaded machine the line arrives after the unit has failed.
+BAD_LISTEN="error: DSTACK_HEALTHD_LISTEN: listen address 'nowhere'|^DSTACK_HEALTHD_LISTEN: listen address 'nowhere'"
+wait_for 20 sh -c "$D exec $C journalctl -u dstack-healthd -p err --no-pager -o cat | grep -Eq \"\$1\"" _ "$BAD_LISTEN"
+like "$(in_c journalctl -u dstack-healthd -p err --no-pager -o cat 2>&1)" "$BAD_LISTEN" \
 	"journalctl -u dstack-healthd -p err names the variable and what is wrong"
 in_c rm /etc/systemd/system/dstack-healthd.service.d/bad.conf
 in_c systemctl daemon-reload

@@ -64,7 +64,7 @@ rm "$T/health"
 ok $(wait_for 30 says "$T/sf.sock" 'does not exist'; echo $?) "status file, served: a missing file"
 is "$(health "$T/sf.sock" pb)" 200 "status file, served: protobuf"
 kill -TERM "$pid"
-wait "$pid"
+reap 120 "$pid"
 check "status file, long-running" "$T/vg-sf.log" $? 0
 
 # --- Docker app, against recorded answers.
@@ -103,6 +103,6 @@ ok $(wait_for 60 says "$T/a.sock" '"error":"the container runtime.s answer could
 echo '.*=hang' >"$T/routes"
 ok $(wait_for 60 says "$T/a.sock" 'took longer than the refresh timeout'; echo $?) "docker, served: a runtime that never answers times out"
 kill -TERM "$pid"
-wait "$pid"
+reap 120 "$pid"
 check "docker, long-running, stopped during a hung refresh" "$T/vg-d.log" $? 0
 done_testing

@@ -44,7 +44,7 @@ dh_kill() {
 		diag "pid $1 ignored SIGTERM for 10 s, killing it"
 		kill -KILL "$1" 2>/dev/null
 	fi
-	wait "$1" 2>/dev/null
+	reap 10 "$1" 2>/dev/null
 	return 0
 }
 
@@ -105,7 +105,7 @@ dockerd_wait_exit() {
 		diag "dockerd ignored SIGTERM for 30 s, killing it"
 		kill -KILL "$DH_DOCKERD_PID" 2>/dev/null
 	fi
-	wait "$DH_DOCKERD_PID" 2>/dev/null
+	reap 10 "$DH_DOCKERD_PID" 2>/dev/null
 	DH_DOCKERD_PID=
 }
 

@@ -8,7 +8,7 @@ PIDS=()
 python_first "$T/.bin"
 scratch_cleanup() {
 	declare -F scratch_more >/dev/null && scratch_more
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; reap 10 "$p" 2>/dev/null; done
 	rm -rf "$T"
 }
 trap scratch_cleanup EXIT

@@ -11,6 +11,8 @@
 #include "tests/lib/tap.h"
 
 #define V3 "\"manifest_version\":\"3\",\"name\":\"app\","
+#define KNOWS "requirements only knows health_check, health_status_file and the " \
+	"guest's os_version, platforms, tdx_measure_acpi_tables, launch_token_hash and gpu_policy"
 #define DC "\"runner\":\"docker-compose\""
 
 struct want {
@@ -63,6 +65,17 @@ static void test_valid(void)
 		{ "no name", "{\"manifest_version\":\"3\"," DC "}", { 3, RUNNER_DOCKER_COMPOSE, false, NULL } },
 		{ "requirements before version", "{\"requirements\":{\"health_check\":true},"
 		  DC ",\"manifest_version\":\"3\"}", { 3, RUNNER_DOCKER_COMPOSE, true, NULL } },
+		/* Upstream's guest fields beside health_check: the guest's to
+		 * enforce, accepted here (null is their "absent"). */
+		{ "the guest's requirements too", "{" V3 DC ",\"requirements\":{"
+		  "\"os_version\":\">=0.6.1\",\"platforms\":[\"tdx\"],"
+		  "\"tdx_measure_acpi_tables\":true,\"launch_token_hash\":\"ab\","
+		  "\"gpu_policy\":{},\"health_check\":true,\"health_status_file\":\"/h\"}}",
+		  { 3, RUNNER_DOCKER_COMPOSE, true, "/h" } },
+		{ "the guest's requirements null", "{" V3 DC ",\"requirements\":{"
+		  "\"os_version\":null,\"platforms\":null,\"tdx_measure_acpi_tables\":null,"
+		  "\"launch_token_hash\":null,\"health_check\":true}}",
+		  { 3, RUNNER_DOCKER_COMPOSE, true, NULL } },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct app_compose c;
@@ -125,14 +138,30 @@ static void test_invalid(void)
 		{ "requirements twice", "{" V3 DC ",\"requirements\":{},\"requirements\":{}}",
 		  "requirements: appears more than once" },
 		{ "unknown requirement", "{" V3 DC ",\"requirements\":{\"gpu\":true}}",
-		  "requirements.gpu: unknown field; requirements only knows health_check "
-		  "and health_status_file" },
+		  "requirements.gpu: unknown field; " KNOWS },
 		{ "misspelt requirement", "{" V3 DC ",\"requirements\":{\"healthcheck\":true}}",
-		  "requirements.healthcheck: unknown field; requirements only knows "
-		  "health_check and health_status_file" },
+		  "requirements.healthcheck: unknown field; " KNOWS },
 		{ "unknown requirement name cleaned", "{" V3 DC ",\"requirements\":{\"a\\nb\":1}}",
-		  "requirements.a?b: unknown field; requirements only knows health_check "
-		  "and health_status_file" },
+		  "requirements.a?b: unknown field; " KNOWS },
+		/* The draft object form, which no dstack guest accepted. */
+		{ "health_check as an object",
+		  "{" V3 DC ",\"requirements\":{\"health_check\":{\"enabled\":true,"
+		  "\"health_file\":\"/dstack/health\"}}}",
+		  "requirements.health_check: must be true or false, not an object (the status "
+		  "file is requirements.health_status_file, beside it)" },
+		/* The guest's own fields: their types, once each. */
+		{ "os_version a number", "{" V3 DC ",\"requirements\":{\"os_version\":6}}",
+		  "requirements.os_version: must be a string, not a number" },
+		{ "platforms a string", "{" V3 DC ",\"requirements\":{\"platforms\":\"tdx\"}}",
+		  "requirements.platforms: must be an array, not a string" },
+		{ "tdx_measure_acpi_tables a string",
+		  "{" V3 DC ",\"requirements\":{\"tdx_measure_acpi_tables\":\"yes\"}}",
+		  "requirements.tdx_measure_acpi_tables: must be true or false, not a string" },
+		{ "gpu_policy null", "{" V3 DC ",\"requirements\":{\"gpu_policy\":null}}",
+		  "requirements.gpu_policy: must be an object, not null" },
+		{ "os_version twice",
+		  "{" V3 DC ",\"requirements\":{\"os_version\":\"1\",\"os_version\":\"2\"}}",
+		  "requirements.os_version: appears more than once" },
 		{ "health_check string", "{" V3 DC ",\"requirements\":{\"health_check\":\"true\"}}",
 		  "requirements.health_check: must be true or false, not a string" },
 		{ "health_check number", "{" V3 DC ",\"requirements\":{\"health_check\":1}}",

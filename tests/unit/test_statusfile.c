@@ -126,6 +126,14 @@ static void test_parse(void)
 		if (strstr(cases[i].what, "NUL"))
 			len = sizeof("heal\0thy\n1771234567\n") - 1;
 		bool h = statusfile_parse(cases[i].in, len, NOW, reason, sizeof(reason));
+		/* The two reasons that carry the age, and only they, name a
+		 * cause apart from their words. */
+		const char *cause = "untouched", *want_cause = NULL;
+		statusfile_parse_since(cases[i].in, len, NOW, 0, reason, sizeof(reason), &cause);
+		if (cases[i].want && strncmp(cases[i].want, "written ", 8) == 0)
+			want_cause = strstr(cases[i].want, " ago;") ? STATUSFILE_CAUSE_STALE
+								     : STATUSFILE_CAUSE_AHEAD;
+		is_str(cause, want_cause, "%s: cause", cases[i].what);
 		check_parse(h, reason, cases[i].want, cases[i].what);
 	}
 }
@@ -160,8 +168,9 @@ static void test_since_start(void)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char reason[256] = "untouched";
+		const char *cause;
 		bool h = statusfile_parse_since(cases[i].in, strlen(cases[i].in), NOW,
-						cases[i].start, reason, sizeof(reason));
+						cases[i].start, reason, sizeof(reason), &cause);
 		check_parse(h, reason, cases[i].want, cases[i].what);
 	}
 #undef BEFORE
@@ -368,6 +377,51 @@ static void test_files(void)
 	close(s);
 }
 
+/* What decides a verdict line in the journal (agent/refresh.c): the
+ * verdicts of a file judged at two moments, compared by state and cause. */
+static void test_same_cause(void)
+{
+	static const char MISSING[] = "";
+	static const struct {
+		const char *what, *a, *b; /* file contents; MISSING: no file; b NULL: as a */
+		time_t later;		  /* b is judged this much after a */
+		bool same;
+	} cases[] = {
+		{ "stale, 5 s later", "healthy\n1771234000\n", NULL, 5, true },
+		{ "ahead of the clock, 5 s later", "healthy\n1771239999\n", NULL, 5, true },
+		{ "the app reports unhealthy, 5 s later", "unhealthy\n1771234567\n", NULL, 5, true },
+		{ "missing, 5 s later", MISSING, NULL, 5, true },
+		{ "stale, then ahead", "healthy\n1771234000\n", "healthy\n1771239999\n", 0, false },
+		{ "stale, then the app reports unhealthy", "healthy\n1771234000\n",
+		  "unhealthy\n1771234567\n", 0, false },
+		{ "stale, then missing", "healthy\n1771234000\n", MISSING, 0, false },
+		{ "stale, then healthy", "healthy\n1771234000\n", "healthy\n1771234567\n", 0, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char pa[1024], pb[1024];
+		path_of(pa, sizeof(pa), "cause-a");
+		path_of(pb, sizeof(pb), "cause-b");
+		unlink(pa);
+		unlink(pb);
+		const char *b = cases[i].b ? cases[i].b : cases[i].a;
+		if (cases[i].a != MISSING)
+			write_file("cause-a", cases[i].a, strlen(cases[i].a));
+		if (b != MISSING)
+			write_file("cause-b", b, strlen(b));
+		struct verdict va, vb;
+		verdict_init(&va);
+		verdict_init(&vb);
+		statusfile_judge(pa, NOW, &va);
+		/* A missing file's words name its path: the same path both times. */
+		statusfile_judge(b == MISSING && cases[i].a == MISSING ? pa : pb,
+				 NOW + cases[i].later, &vb);
+		ok(verdict_same_cause(&va, &vb) == cases[i].same, "%s: %s", cases[i].what,
+		   cases[i].same ? "same cause, no new verdict line" : "a new cause");
+		verdict_free(&va);
+		verdict_free(&vb);
+	}
+}
+
 int main(void)
 {
 	test_parse();
@@ -379,6 +433,7 @@ int main(void)
 		return done_testing();
 	}
 	test_files();
+	test_same_cause();
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
 	ok(system(cmd) == 0, "clean up");
