@@ -3,7 +3,8 @@
  * "health_status_file"). Rules, after the reference guest's AppCompose:
  * - Other top-level fields are ignored: AppCompose is not deny_unknown_fields.
  * - manifest_version is required (the reference has no default for it); the
- *   string form ("3") and the legacy number form (2, 3) are both accepted.
+ *   string form ("3") and the legacy numbers 1 and 2 are accepted, as the
+ *   guest accepts them (get_version).
  * - requirements needs manifest_version 3 or later, and inside it only
  *   health_check (a boolean) and health_status_file (an absolute path) are
  *   judged, in their flat form, the only one any dstack guest accepts (README,
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,30 +72,40 @@ static int get_string(const struct json *j, int val, const char *field, char **o
 	return 0;
 }
 
-/* "3" or a legacy 2 / 3: a positive integer either way. */
-static int get_version(const struct json *j, int val, int *out, struct errbuf *err)
+/* As the guest reads it (Dstack-TEE/dstack dstack-types,
+ * deserialize_manifest_version): a string holding a positive integer in its
+ * canonical form (blanks around it trimmed; no sign, no leading zero; at most
+ * 2^32 - 1), or a legacy number, 1 or 2 only: the guest refuses a numeric 3,
+ * so an app that wrote one does not run, and its verdict must not pass. */
+static int get_version(const struct json *j, int val, uint32_t *out, struct errbuf *err)
 {
 	int64_t v = 0;
 	if (json_is_string(j, val)) {
-		const char *s = j->s + j->tok[val].start;
-		int n = j->tok[val].end - j->tok[val].start;
-		if (n < 1 || n > 9)
+		const char *s = j->s + j->tok[val].start, *e = j->s + j->tok[val].end;
+		while (s < e && strchr(" \t\r\n", *s))
+			s++;
+		while (e > s && strchr(" \t\r\n", e[-1]))
+			e--;
+		if (e == s || e - s > 10 || *s == '0')
 			goto bad;
-		for (int i = 0; i < n; i++) {
-			if (s[i] < '0' || s[i] > '9')
+		for (const char *p = s; p < e; p++) {
+			if (*p < '0' || *p > '9')
 				goto bad;
-			v = v * 10 + (s[i] - '0');
+			v = v * 10 + (*p - '0');
 		}
-	} else if (json_int64(j, val, &v) < 0 || v > INT_MAX) {
+		if (v > UINT32_MAX)
+			goto bad;
+	} else if (json_int64(j, val, &v) < 0) {
 		goto bad;
+	} else if (v != 1 && v != 2) {
+		return errbuf_set(err, EINVAL, "manifest_version: a number is accepted only for "
+				  "the legacy versions 1 and 2; write the string \"3\"");
 	}
-	if (v < 1)
-		goto bad;
-	*out = (int)v;
+	*out = (uint32_t)v;
 	return 0;
 bad:
 	return errbuf_set(err, EINVAL, "manifest_version: must be a positive integer "
-			  "such as \"3\" (or a legacy number), not %s",
+			  "string such as \"3\" (or a legacy number, 1 or 2), not %s",
 			  json_is_string(j, val) ? "this string" : json_type_name(j, val));
 }
 
@@ -275,7 +287,7 @@ static int parse_doc(const struct json *j, struct app_compose *c, struct errbuf 
 	 * refuses them below version 3 (docs/design.md §4; dstack's "Opting in"). */
 	if (c->manifest_version < 3)
 		return errbuf_set(err, EINVAL, "requirements: needs manifest_version \"3\" "
-				  "or later, not %d; an older guest would ignore it",
+				  "or later, not %u; an older guest would ignore it",
 				  c->manifest_version);
 	if ((r = parse_requirements(j, t.requirements, c, err)) < 0)
 		return r;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -22,7 +23,7 @@ struct app_compose {
 	char *name;            /* may be NULL */
 	char *runner;          /* as written */
 	enum app_runner kind;
-	int manifest_version;  /* from "3" or legacy 2 */
+	uint32_t manifest_version; /* from "3", or a legacy 1 or 2 */
 	bool health_check;     /* requirements.health_check */
 	char *health_status_file; /* requirements.health_status_file, absolute, or NULL */
 	char hash[65];         /* SHA-256 of the file's bytes, lower-case hex */

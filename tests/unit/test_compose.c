@@ -16,7 +16,7 @@
 #define DC "\"runner\":\"docker-compose\""
 
 struct want {
-	int version;
+	uint32_t version;
 	enum app_runner kind;
 	bool check;
 	const char *file;
@@ -31,9 +31,13 @@ static void test_valid(void)
 		{ "minimal v3", "{" V3 DC "}", { 3, RUNNER_DOCKER_COMPOSE, false, NULL } },
 		{ "legacy number 2", "{\"manifest_version\":2,\"name\":\"a\"," DC "}",
 		  { 2, RUNNER_DOCKER_COMPOSE, false, NULL } },
-		{ "legacy number 3 with requirements",
-		  "{\"manifest_version\":3," DC ",\"requirements\":{\"health_check\":true}}",
+		{ "legacy number 1", "{\"manifest_version\":1,\"name\":\"a\"," DC "}",
+		  { 1, RUNNER_DOCKER_COMPOSE, false, NULL } },
+		{ "string with blanks around it, trimmed as the guest does",
+		  "{\"manifest_version\":\" 3 \"," DC ",\"requirements\":{\"health_check\":true}}",
 		  { 3, RUNNER_DOCKER_COMPOSE, true, NULL } },
+		{ "the largest version a guest reads", "{\"manifest_version\":\"4294967295\"," DC "}",
+		  { 4294967295u, RUNNER_DOCKER_COMPOSE, false, NULL } },
 		{ "string 2 without requirements", "{\"manifest_version\":\"2\"," DC "}",
 		  { 2, RUNNER_DOCKER_COMPOSE, false, NULL } },
 		{ "future version 4", "{\"manifest_version\":\"4\"," DC
@@ -104,13 +108,22 @@ static void test_invalid(void)
 		{ "version zero", "{\"manifest_version\":0," DC "}", NULL },
 		{ "version negative", "{\"manifest_version\":-3," DC "}", NULL },
 		{ "version fraction", "{\"manifest_version\":3.0," DC "}",
-		  "manifest_version: must be a positive integer such as \"3\" (or a legacy "
-		  "number), not a number" },
+		  "manifest_version: must be a positive integer string such as \"3\" (or a "
+		  "legacy number, 1 or 2), not a number" },
 		{ "version text", "{\"manifest_version\":\"three\"," DC "}",
-		  "manifest_version: must be a positive integer such as \"3\" (or a legacy "
-		  "number), not this string" },
+		  "manifest_version: must be a positive integer string such as \"3\" (or a "
+		  "legacy number, 1 or 2), not this string" },
+		{ "a numeric 3, which the guest refuses", "{\"manifest_version\":3," DC
+		  ",\"requirements\":{\"health_check\":true}}",
+		  "manifest_version: a number is accepted only for the legacy versions 1 and 2; "
+		  "write the string \"3\"" },
+		{ "a numeric 4", "{\"manifest_version\":4," DC "}", NULL },
+		{ "version with a leading zero, not canonical", "{\"manifest_version\":\"03\"," DC "}",
+		  NULL },
+		{ "version with a sign", "{\"manifest_version\":\"+3\"," DC "}", NULL },
+		{ "version past 32 bits", "{\"manifest_version\":\"4294967296\"," DC "}", NULL },
+		{ "version of blanks only", "{\"manifest_version\":\"  \"," DC "}", NULL },
 		{ "version empty string", "{\"manifest_version\":\"\"," DC "}", NULL },
-		{ "version padded string", "{\"manifest_version\":\" 3\"," DC "}", NULL },
 		{ "version bool", "{\"manifest_version\":true," DC "}", NULL },
 		{ "version null", "{\"manifest_version\":null," DC "}", NULL },
 		{ "version huge", "{\"manifest_version\":99999999999," DC "}", NULL },
