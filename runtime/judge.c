@@ -134,8 +134,9 @@ static int judge_one(const struct container *c, struct verdict *out)
 static int no_healthcheck(size_t created, struct verdict *out)
 {
 	static const char fix[] =
-		"so nothing can be judged; add a healthcheck to at least one "
-		"service (healthcheck: {disable: true} does not count)";
+		"so nothing can be judged; add a healthcheck or a " PROBE_LABEL
+		" label to at least one service (healthcheck: {disable: true} does "
+		"not count)";
 	if (created == 1)
 		return verdict_add(out, COMPOSE_ENTRY,
 				   "the only container declares no healthcheck, %s", fix);

@@ -19,12 +19,13 @@
 
 static const char NONE1[] =
 	"<compose>=the only container declares no healthcheck, so nothing can be "
-	"judged; add a healthcheck to at least one service (healthcheck: "
-	"{disable: true} does not count)";
+	"judged; add a healthcheck or a dstack.healthd.probe label to at least "
+	"one service (healthcheck: {disable: true} does not count)";
 #define NONE_N(k)                                                             \
 	"<compose>=none of the " #k " containers declares a healthcheck, so "  \
-	"nothing can be judged; add a healthcheck to at least one service "     \
-	"(healthcheck: {disable: true} does not count)"
+	"nothing can be judged; add a healthcheck or a dstack.healthd.probe "   \
+	"label to at least one service (healthcheck: {disable: true} does not " \
+	"count)"
 static const char NOTHING[] = "<compose>=no container has been created yet";
 
 struct jcase {
