@@ -100,6 +100,7 @@ while read -r name from to rc; do
 		esac
 	done
 done <"$DH_T/windows"
+ro_keep
 healthd_sanitizer_clean
 ok $? "agent: no sanitizer report"
 dockerd_stop

@@ -216,13 +216,29 @@ ro_unit_cmd() { # ro_unit_cmd ExecStop|ExecStart
 	sed -n "s|^$1=-\{0,1\}/usr/sbin/dstack-healthd ||p" "$RO_ROOT/systemd/dstack-healthd-drain.service"
 }
 
-# Waits until every gateway node has instance N back, as an operator of a
-# rolling change waits before the next instance.
+# ro_back N T_MS: waits until instance N serves again and every gateway node
+# has it back, as an operator of a rolling change waits before the next
+# instance: its backend started after T_MS (the step's start) and both
+# containers are running and healthy to Docker, then every node has polled
+# twice since and says healthy.
 ro_back() {
+	local g polls=()
+	wait_for 120 ro_serving "$1" "$2" || {
+		diag "instance $1's containers did not come back within 120 s"
+		return 1
+	}
+	for g in 2 3 4 5; do polls[g]=$(ro_polls "$g"); done
+	for g in 2 3 4 5; do wait_for 60 ro_polled "$g" $((polls[g] + 2)); done
 	wait_for 120 ro_gw_healthy "$1" || {
 		diag "instance $1 did not come back on every gateway node within 120 s"
 		return 1
 	}
+}
+ro_serving() {
+	local started
+	started=$("$DH_DOCKER" inspect -f '{{.State.StartedAt}}' "ro$1_backend_1" 2>/dev/null) &&
+		[ "$(date -d "$started" +%s%3N)" -gt "$2" ] &&
+		dh_state_is "ro$1_backend_1" "running healthy" && dh_state_is "ro$1_proxy_1" "running healthy"
 }
 
 # ro_turn N: before acting on N, the connect_top_n 1 gateways route to it
@@ -240,8 +256,9 @@ ro_next() { [ "$1" -lt 3 ] && ro_bump $(($1 + 1)); return 0; }
 # after app-compose, so it stops first), app-compose.sh stop (docker compose
 # stop), app-compose.sh (docker compose up), the drain unit's ExecStart.
 ro_restart() {
-	local n=$1
+	local n=$1 t0
 	ro_turn "$n"
+	t0=$(ro_now)
 	if [ "$RO_PHASE" = agent ]; then
 		# shellcheck disable=SC2046
 		"$HEALTHD_BIN" $(ro_unit_cmd ExecStop) --control-socket "$DH_T/ctl$n.sock" \
@@ -255,45 +272,48 @@ ro_restart() {
 		"$HEALTHD_BIN" $(ro_unit_cmd ExecStart) --control-socket "$DH_T/ctl$n.sock" \
 			>>"$DH_T/drain$n.log" 2>&1
 	fi
-	ro_back "$n"
+	ro_back "$n" "$t0"
 }
 
 # A new image for the backend: the tag changes and docker compose up -d
 # recreates it (the old one is stopped, then the new one created and started).
 ro_recreate() {
-	local n=$1
+	local n=$1 t0
 	ro_turn "$n"
+	t0=$(ro_now)
 	RO_TAG=$((3 - RO_TAG))
 	ro_compose "$n" up -d
 	RO_TAG=$((3 - RO_TAG))
 	ro_next "$n"
-	ro_back "$n"
+	ro_back "$n" "$t0"
 }
 
 # The backend dies (SIGKILL from outside Docker, as the kernel's OOM killer
 # sends it); its restart policy brings it back.
 ro_kill() {
-	local n=$1 pid
+	local n=$1 pid t0
 	ro_turn "$n"
+	t0=$(ro_now)
 	pid=$("$DH_DOCKER" inspect -f '{{.State.Pid}}' "ro${n}_backend_1")
 	kill -KILL "$pid"
 	ro_next "$n"
-	ro_back "$n"
+	ro_back "$n" "$t0"
 }
 
 # The gap of a replace: the old backend stopped and removed first
 # (docker compose rm -sf), then the new one pulled and created; the pull is
 # two gateway polls long here (every node has polled twice since the rm).
 ro_replace() {
-	local n=$1 g
+	local n=$1 g t0
 	ro_turn "$n"
+	t0=$(ro_now)
 	ro_compose "$n" rm -s -f backend
 	local -A seen
 	for g in 2 3 4 5; do seen[$g]=$(ro_polls "$g"); done
 	for g in 2 3 4 5; do wait_for 60 ro_polled "$g" $((seen[$g] + 2)); done
 	ro_compose "$n" up -d
 	ro_next "$n"
-	ro_back "$n"
+	ro_back "$n" "$t0"
 }
 ro_polls() { ro_gw_state "$1" | sed -n 's/.*"polls": \([0-9]*\).*/\1/p'; }
 ro_polled() { [ "$(ro_polls "$1")" -ge "$2" ]; }
@@ -322,4 +342,14 @@ ro_count() {
 	n1) logs=(--gwlog "$DH_T/gw4.log" --gwlog "$DH_T/gw5.log") ;; esac
 	python3 "$RO_FAKES/rollout_clients.py" count --out "$DH_T/requests" --from "$from" --to "$to" \
 		--group "$2" "${logs[@]}"
+}
+
+# ro_keep: with RO_KEEP=DIR, the logs (requests, windows, gateways, agents,
+# compose) are copied there before dockerd_stop removes them.
+ro_keep() {
+	[ -n "${RO_KEEP:-}" ] || return 0
+	mkdir -p "$RO_KEEP" && cp "$DH_T"/requests "$DH_T"/windows "$DH_T"/*.log "$DH_T"/*.err "$RO_KEEP"/ 2>/dev/null
+	local n
+	for n in $RO_IDS; do "$DH_DOCKER" logs "ro${n}_backend_1" >"$RO_KEEP/backend$n.out" 2>&1; done
+	return 0
 }
