@@ -21,7 +21,8 @@
 # Timings, set by the caller before ro_setup: RO_INTERVAL, RO_TIMEOUT,
 # RO_THRESHOLD, RO_CACHE (the gateway's), RO_REREAD (the guest agent's
 # timer), RO_LAME_MS (how long the backend serves after SIGTERM), RO_GRACE
-# (its stop_grace_period), RO_HC (the Docker healthchecks' interval).
+# (its stop_grace_period), RO_HC (the Docker healthchecks' interval),
+# RO_STOP_HOLD (the sidecar's stop_hold: the gateway's interval + timeout).
 
 RO_APP=app
 RO_HOST=$RO_APP-8080.gw
@@ -90,6 +91,7 @@ ro_compose() {
 	RO_ADDR=$RO_NET.1$n RO_ID=i$n RO_TAG=$RO_TAG RO_LAME_MS=$RO_LAME_MS RO_GRACE=$RO_GRACE \
 		RO_HC=$RO_HC RO_SOCK=$DH_T/docker.sock RO_VERDICT=$DH_T/verdict$n \
 		RO_APP_COMPOSE=$DH_T/sidecar-app.json RO_SC_GRACE=${RO_SC_GRACE:-30s} \
+		RO_STOP_HOLD=${RO_STOP_HOLD:-7} \
 		timeout 300 docker-compose --no-ansi -p "ro$n" "${files[@]}" "$@" \
 		>>"$DH_T/compose$n.log" 2>&1
 }
