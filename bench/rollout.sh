@@ -38,6 +38,7 @@ RO_LAME_MS=13000 RO_GRACE=30s RO_HC=1s
 say() { echo "rollout: $*" >&2; }
 ro_setup >&2 || { echo "error: setup failed"; exit 2; }
 T0=$(ro_now)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for judge in ${BENCH_ROLLOUT_JUDGES:-agent sidecar upstream}; do
 	say "$judge: waiting for every instance to be healthy on every node"
 	ro_phase "$judge" || { echo "error: $judge: not every instance came up healthy"; exit 2; }
@@ -52,12 +53,13 @@ for judge in ${BENCH_ROLLOUT_JUDGES:-agent sidecar upstream}; do
 	done
 done
 ro_clients_stop
+ro_keep
 
 kv() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$line"; } # KEY of $line
 f() { kv "$1" | cut -d/ -f1; }                                  # failed of KIND
 {
 	echo "dstack-healthd $(git rev-parse --short HEAD 2>/dev/null || echo '?') rollout bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "load average at start and end: $(cut -d' ' -f1-3 /proc/loadavg); $(( ($(ro_now) - T0) / 1000 )) s"
+	echo "load average at start: $LOAD0; at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( ($(ro_now) - T0) / 1000 )) s"
 	printf '%-9s %-9s %3s %6s %7s %7s %10s %5s %8s %8s\n' scenario judge top sent failed fresh kept-alive "1 s" "out (s)" "time (s)"
 	while read -r name from to rc; do
 		for g in n3 n1; do

@@ -107,9 +107,10 @@ while read -r name from to rc; do
 		esac
 	done
 done <"$DH_T/windows"
+for n in $RO_IDS; do "$DH_DOCKER" logs "ro${n}_healthd_1" >"$DH_T/hd-sidecar$n.log" 2>&1; done
 ro_keep
 healthd_sanitizer_clean
-ok $? "agent: no sanitizer report"
+ok $? "agent: no sanitizer report (on the host and in the sidecars)"
 dockerd_stop
 ok $? "dockerd and everything it started are gone"
 done_testing

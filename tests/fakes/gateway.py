@@ -54,6 +54,9 @@ Where it differs, on purpose:
   first the order of --instance (the first freshest); `POST /handshake?id=X`
   on the control port makes X's handshake now (what a rekey does every 2
   minutes). No instance is ever stale.
+* On loopback the connects of a race complete together; among those done at
+  the same moment the stand-in keeps the first of the selection (the
+  freshest handshake). Over real paths the nearest instance wins.
 * Everything on loopback: each instance is its own 127.x address; this
   node's polls leave from the node's own listen address, as each gateway
   node polls from its own WireGuard address.

@@ -10,7 +10,8 @@
 
 `run` sends, to every group (the nodes of one gateway, picked in turn per
 connection, as DNS round robin would), until SIGTERM:
-  fresh      GET / on a new connection each time, RATE a second (default 30)
+  fresh      GET / on a new connection each time, RATE a second (default 30),
+             each started on time however long the others take (open loop)
   keepalive  N kept-alive connections (default 2), each GET / RATE a second
              (default 10); a request that fails before any byte of an answer
              on a connection that already carried one is sent once more on a
@@ -110,6 +111,8 @@ def read_answer(s, timeout):
 
 def record(out, start, group, kind, outcome, inst):
     with out_lock:
+        if out.closed:  # a request still open when the run ended
+            return
         out.write("%d %d %s %s %s %s\n" % (start, now_ms(), group, kind, outcome, inst))
 
 
@@ -222,10 +225,10 @@ def run(a):
         groups.append(Group(name, nodes.split(","), a.host))
     threads = []
     for g in groups:
-        # Fresh connections from 3 threads, each a third of the rate.
-        for _ in range(3):
-            threads.append(threading.Thread(
-                target=paced, args=(3.0 / a.fresh, lambda g=g: once(g, out, "fresh", "/", 5))))
+        # Fresh connections open loop: each in a thread of its own, started
+        # on time whatever the ones before are waiting for.
+        threads.append(threading.Thread(target=paced, args=(1.0 / a.fresh, lambda g=g: threading.Thread(
+            target=once, args=(g, out, "fresh", "/", 5), daemon=True).start())))
         for _ in range(a.keepalive):
             threads.append(threading.Thread(target=keepalive, args=(g, out, a.ka_rate)))
         for _ in range(a.slow):
@@ -240,7 +243,8 @@ def run(a):
         stop.wait(0.5)
     for t in threads:
         t.join(10)
-    out.close()
+    with out_lock:
+        out.close()
 
 
 def out_of_rotation(logs, frm, to):
