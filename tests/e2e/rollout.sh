@@ -54,6 +54,18 @@ ok $? "this agent: every instance healthy on every gateway node"
 ro_clients_start
 ok $? "clients running through both gateways"
 
+# The stand-in as upstream routes: a drained instance is out of the app's
+# rotation on every node, yet reached by its instance id.
+ro_gw_out() { local g; for g in 2 3 4 5; do ro_gw_state "$g" | grep -q "\"i$1\": \"unhealthy\"" || return 1; done; }
+"$HEALTHD_BIN" drain --control-socket "$DH_T/ctl2.sock" >/dev/null
+wait_for 30 ro_gw_out 2
+ok $? "drained, i2 is unhealthy on every gateway node"
+like "$(curl -s --max-time 10 -H "Host: i2-8080.gw" "http://$RO_NET.4:8443/")" '^instance i2 ' \
+	"the gateway stand-in routes a connection that names i2 to it all the same"
+"$HEALTHD_BIN" resume --control-socket "$DH_T/ctl2.sock" >/dev/null
+wait_for 30 ro_gw_healthy 2
+ok $? "resumed, i2 is healthy on every gateway node again"
+
 # run NAME STEP [N...]: a scenario, unless RO_SCENARIOS (names, for a
 # rule's break by hand) leaves it out.
 run() { [ -z "${RO_SCENARIOS:-}" ] || [[ " $RO_SCENARIOS " == *" $1 "* ]] || return 0; ro_window "$@"; }

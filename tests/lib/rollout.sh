@@ -22,7 +22,8 @@
 # RO_THRESHOLD, RO_CACHE (the gateway's), RO_REREAD (the guest agent's
 # timer), RO_LAME_MS (how long the backend serves after SIGTERM), RO_GRACE
 # (its stop_grace_period), RO_HC (the Docker healthchecks' interval),
-# RO_STOP_HOLD (the sidecar's stop_hold: the gateway's interval + timeout).
+# RO_STOP_HOLD (the sidecar's stop_hold: the gateway's interval + timeout);
+# RO_FRESH, the clients' fresh connections a second (30).
 
 RO_APP=app
 RO_HOST=$RO_APP-8080.gw
@@ -34,7 +35,7 @@ RO_FAKES=$RO_ROOT/tests/fakes
 
 ro_now() { echo $(( $(date +%s%N) / 1000000 )); }
 
-# A /16 of loopback of this run's own (another test may use 127.0.0.x), its
+# A /24 of loopback of this run's own (another test may use 127.0.0.x), its
 # addresses checked free on the ports used here.
 ro_pick_net() {
 	local try
@@ -201,7 +202,7 @@ ro_phase() {
 # --- the clients -------------------------------------------------------------
 
 ro_clients_start() {
-	python3 "$RO_FAKES/rollout_clients.py" run --host "$RO_HOST" --out "$DH_T/requests" \
+	python3 "$RO_FAKES/rollout_clients.py" run --host "$RO_HOST" --out "$DH_T/requests" --fresh "${RO_FRESH:-30}" \
 		--group "n3=$RO_NET.2:8443,$RO_NET.3:8443" --group "n1=$RO_NET.4:8443,$RO_NET.5:8443" \
 		>/dev/null 2>"$DH_T/clients.err" &
 	RO_CLIENTS=$!
