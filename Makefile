@@ -283,7 +283,7 @@ bench:
 	@# Docker events (issue 7): detection latency and the query rate under a
 	@# storm, on a private dockerd. Exit 1 means a target was missed: a
 	@# figure, not a failure; 2 is a setup error.
-	@[ "$$BENCH_ONLY" = sidecar ] || [ "$$BENCH_ONLY" = probes ] || \
+	@[ "$$BENCH_ONLY" = sidecar ] || [ "$$BENCH_ONLY" = probes ] || [ "$$BENCH_ONLY" = rollout ] || \
 		{ bench/events.sh $(BUILD); rc=$$?; [ $$rc -le 1 ]; }
 	@# The sidecar (issue 21): Docker's event to the verdict file, its idle
 	@# memory in the container, the image's size; run alone by
@@ -292,6 +292,10 @@ bench:
 	@# The agent's own probes (issue 27): detection, recovery, 50 probes'
 	@# CPU and memory; run alone by BENCH_ONLY=probes (bench/run.sh).
 	@[ -n "$$BENCH_ONLY" ] || bench/probes.sh $(BUILD)
+	@# Rollouts through a stand-in of the gateway (issue 29): the table of
+	@# failed requests per scenario and judge; run alone by
+	@# BENCH_ONLY=rollout (bench/run.sh).
+	@[ -n "$$BENCH_ONLY" ] || { bench/rollout.sh $(BUILD); rc=$$?; [ $$rc -le 1 ]; }
 
 $(BUILD)/bench/refresh_bench: bench/refresh_bench.c $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)

@@ -14,7 +14,8 @@
 # BENCH_BASELINE=PATH adds another build of the agent (an older commit) to
 # the throughput rounds, BENCH_ONLY=listener runs sections 1 and 6 only,
 # BENCH_ONLY=relay section 7 only, BENCH_ONLY=sidecar the sidecar's figures
-# (bench/sidecar.sh) only, BENCH_ONLY=probes the probes' (bench/probes.sh).
+# (bench/sidecar.sh) only, BENCH_ONLY=probes the probes' (bench/probes.sh),
+# BENCH_ONLY=rollout the rollouts through the gateway (bench/rollout.sh).
 set -u
 # No agent started here creates the system-wide control socket; the one
 # measured with the view on passes --control-socket in $T.
@@ -45,6 +46,10 @@ fi
 if [ "$ONLY" = probes ]; then
 	bench/probes.sh "$B"
 	exit $?
+fi
+if [ "$ONLY" = rollout ]; then
+	bench/rollout.sh "$B"
+	exit 0
 fi
 for f in "$AGENT" "$RB" "$OL"; do
 	[ -x "$f" ] || { echo "bench: $f is not built (run make bench)" >&2; exit 1; }
