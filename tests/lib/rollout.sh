@@ -267,8 +267,10 @@ ro_restart() {
 		"$HEALTHD_BIN" $(ro_unit_cmd ExecStop) --control-socket "$DH_T/ctl$n.sock" \
 			>>"$DH_T/drain$n.log" 2>&1 || diag "drain of i$n: $(tail -n1 "$DH_T/drain$n.log")"
 	fi
-	ro_next "$n"
 	ro_compose "$n" stop || return 1
+	# Not before the stop: a gateway that moves away on a fresher
+	# handshake would hide what the stop costs where nothing moved it.
+	ro_next "$n"
 	ro_compose "$n" up --remove-orphans -d || return 1
 	if [ "$RO_PHASE" = agent ]; then
 		# shellcheck disable=SC2046
