@@ -16,8 +16,8 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/readfile.h"
+#include "rpc/listen.h"
 #include "rpc/relay.h"
-#include "rpc/server.h"
 #include "runtime/http.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)

@@ -36,6 +36,7 @@
 #include "base/version.h"
 #include "rpc/control.h"
 #include "rpc/encode.h"
+#include "rpc/listen.h"
 #include "rpc/relay.h"
 #include "rpc/server.h"
 

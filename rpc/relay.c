@@ -21,7 +21,7 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "rpc/server.h"
+#include "rpc/addr.h"
 
 /* Asked of one splice from a socket: a default pipe's whole size. */
 #define SPLICE_CHUNK (64 * 1024)
@@ -62,7 +62,7 @@ struct link {
 };
 
 struct relay {
-	struct sockaddr_storage addr;
+	union rpc_addr addr;
 	socklen_t alen;
 	char address[256];
 	pthread_t thread;
@@ -323,7 +323,7 @@ static void link_connected(struct relay *r, struct link *l, uint32_t ev)
 static void link_open(struct relay *r, struct link *l, int64_t now)
 {
 	atomic_fetch_add(&r->total, 1);
-	l->fd[1] = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	l->fd[1] = socket(r->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (l->fd[1] < 0) {
 		/* Out of fds or memory: what a full relay answers. */
 		atomic_fetch_add(&r->refused, 1);
@@ -337,9 +337,9 @@ static void link_open(struct relay *r, struct link *l, int64_t now)
 	 * socket has it from the listener (rpc/gate.c); a unix socket has no
 	 * such option. */
 	int one = 1;
-	if (r->addr.ss_family != AF_UNIX)
+	if (r->addr.sa.sa_family != AF_UNIX)
 		setsockopt(l->fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	int c = connect(l->fd[1], (struct sockaddr *)&r->addr, r->alen);
+	int c = connect(l->fd[1], &r->addr.sa, r->alen);
 	/* A unix socket whose backlog is full says EAGAIN: unreachable too. */
 	if (c < 0 && errno != EINPROGRESS) {
 		link_unreachable(r, l, errno);
@@ -412,13 +412,13 @@ static void *relay_run(void *arg)
 
 int relay_parse(const char *address, struct errbuf *err)
 {
-	struct sockaddr_storage ss;
+	union rpc_addr a;
 	socklen_t alen;
-	int r = rpc_addr_parse("relay address", address, &ss, &alen, err);
+	int r = rpc_addr_parse("relay address", address, &a, &alen, err);
 	if (r < 0)
 		return r;
-	if ((ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
-	    (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0))
+	if ((a.sa.sa_family == AF_INET && a.in.sin_port == 0) ||
+	    (a.sa.sa_family == AF_INET6 && a.in6.sin6_port == 0))
 		return errbuf_set(err, EINVAL, "relay address '%s': port 0 cannot be connected to",
 				  address);
 	return 0;

@@ -9,7 +9,7 @@
 
 #include "agent/config.h"
 #include "base/json.h"
-#include "rpc/server.h"
+#include "rpc/listen.h"
 #include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
