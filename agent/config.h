@@ -39,6 +39,8 @@ struct config {
 	char *control_socket;     /* the local view's unix socket; "" disables it */
 	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
 	char *relay;              /* the guest agent, for all but Health; "" none */
+	int64_t relay_idle_timeout_ms; /* a relayed connection with no byte either way */
+	int64_t relay_keepalive_ms;    /* TCP keepalive of relayed connections */
 	char *verdict_file;       /* the served verdict as a status file; "" none */
 
 	/* Where each option's value came from (CONFIG_FROM_*), by its index in
