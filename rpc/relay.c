@@ -519,14 +519,16 @@ static int link_init(struct relay *r, struct link *l, int fd)
 
 /* The quietest link's slot, for a newcomer, unless that link is busy:
  * then every link moved a byte within RELAY_BUSY_MS, and the newcomer is
- * refused. A link younger than that is not busy, whatever it moved: its
- * own request and answer prove nothing, and a client that reconnects as
- * fast as it is evicted must not make every slot look busy (it evicts
- * its own kind, the quietest first, and a newcomer still gets a slot). */
+ * refused. Busy is a transfer that has gone on for over RELAY_BUSY_MS and
+ * still moves: what a link moved within its first RELAY_BUSY_MS (its own
+ * request and a prompt answer) proves nothing, so that connections that
+ * are answered and then sit, or a client that reconnects as fast as it is
+ * evicted, never make every slot look busy (the quietest of them goes,
+ * and a newcomer still gets a slot). */
 static struct link *evict(struct relay *r)
 {
 	struct link *l = RING_FIRST(&r->quiet, quiet);
-	if (!l || (r->now - l->last < RELAY_BUSY_MS && r->now - l->start >= RELAY_BUSY_MS))
+	if (!l || (r->now - l->last < RELAY_BUSY_MS && l->last - l->start >= RELAY_BUSY_MS))
 		return NULL;
 	atomic_fetch_add(&r->evicted, 1);
 	link_end(r, l, true);

@@ -40,8 +40,9 @@
 /* A guest agent that has not accepted the connection this long after the
  * connect is unreachable: the client gets 502. */
 #define RELAY_CONNECT_TIMEOUT_MS 1000
-/* A link that has lived this long and moved a byte (either way) this
- * recently is busy: it is never evicted for a newcomer. */
+/* A link that has been moving bytes (either way) for this long since it
+ * connected, and moved one this recently, is busy: it is never evicted for
+ * a newcomer. */
 #define RELAY_BUSY_MS 1000
 /* Connections the gate could not give a free slot, waiting for the relay
  * thread to make room (their fds are in relay_fds_wanted, which the fd

@@ -121,6 +121,8 @@ for i in 1 2 3 4 5 6 7 8; do
 	eval "BURST_$i=$!"
 done
 for i in 1 2 3 4 5 6 7 8; do eval "reap 60 \$BURST_$i"; done
+wait_for 10 relay_is L open 0
+ok $? "...and the slot is back at once, with no other traffic (/status: open $(relay_field L open))"
 is "$(cat "$T"/burst.* | cut -d' ' -f1 | sort | uniq -c | awk '{ printf "%s x%s ", $2, $1 }')" \
 	"502 x1 503 x7 " "a burst of 8 against a guest agent that accepts nothing: 1 x 502 (connect timeout), 7 x 503 (the slot busy)"
 exec {FILL}>&-
