@@ -181,8 +181,8 @@ static void log_changes(const struct agent *old, const struct agent *now)
 				     "until a restart", *n->relay ? n->relay : "none");
 	if (o->relay_idle_timeout_ms != n->relay_idle_timeout_ms ||
 	    o->relay_keepalive_ms != n->relay_keepalive_ms)
-		log_msg(LOG_WARNING, "reload: relay_idle_timeout or relay_keepalive changed; "
-				     "the relay keeps its own until a restart");
+		log_msg(LOG_WARNING, "reload: relay_idle_timeout or relay_keepalive changed"
+				     "; the relay keeps its own until a restart");
 	if (old->m.ok && now->m.ok && strcmp(old->m.app.hash, now->m.app.hash))
 		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
 			old->m.app.hash, now->m.app.hash);
