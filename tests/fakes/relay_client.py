@@ -35,10 +35,12 @@
         reads to the end; prints the status line, then "body=N" (the bytes
         after the head)
   relay_client.py PORT hold N PATH [--from ADDR] [--line-only] [--reopen S]
+                  [--trickle S]
         opens N connections (from ADDR, default 127.0.0.1), each sending
         "GET PATH HTTP/1.1" and its head (with --line-only, the request line
-        alone), and keeps them, reopening each one that is closed S seconds
-        later (default 0.2), until SIGTERM; prints "opened=N" once the first
+        and one header, no end of head; with --trickle, then one more byte
+        every S seconds: a slowloris), and keeps them, reopening each one
+        that is closed S seconds later (default 0.2), until SIGTERM; prints "opened=N" once the first
         N have sent their request, then "opened=N closed_by_server=N
         reset=N answered=N" at the end
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
@@ -223,6 +225,8 @@ def hold(port, n, path, opts):
     """Many connections from one address, each holding a slot if it can."""
     src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
     later = float(opts[opts.index("--reopen") + 1]) if "--reopen" in opts else 0.2
+    trickle = float(opts[opts.index("--trickle") + 1]) if "--trickle" in opts else 0
+    next_trickle = time.monotonic() + trickle
     req = b"GET %s HTTP/1.1\r\nHost: x\r\n" % path.encode()
     if "--line-only" not in opts:
         req += b"\r\n"
@@ -253,6 +257,14 @@ def hold(port, n, path, opts):
         while due and due[0] <= time.monotonic():
             due.pop(0)
             one()
+        if trickle and time.monotonic() >= next_trickle:
+            next_trickle = time.monotonic() + trickle
+            for key in list(sel.get_map().values()):
+                if key.data == "open":
+                    try:
+                        key.fileobj.send(b"a")
+                    except OSError:
+                        pass
         for key, _ in sel.select(0.05 if due else 1):
             s = key.fileobj
             if key.data == "connecting":
