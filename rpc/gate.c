@@ -491,7 +491,7 @@ static void gate_free(struct gate *g)
  * TCP_NODELAY on its own connections anyway, and Health's connections
  * live seconds, so keepalive on them changes nothing. A unix listener has
  * none of these options. */
-static void relay_listener(int lfd, struct relay *relay)
+static void for_relay(int lfd, struct relay *relay)
 {
 	int one = 1, rcv = 0;
 	socklen_t len = sizeof(rcv);
@@ -527,7 +527,7 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 		return errbuf_set(err, errno, "listener: %s", strerror(errno));
 	g->relay = o->relay;
 	if (o->relay)
-		relay_listener(g->lfd, o->relay);
+		for_relay(g->lfd, o->relay);
 	g->slots = slots_that_fit(o->slots, o->relay);
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;
