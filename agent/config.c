@@ -17,8 +17,8 @@
 #include "base/cleanup.h"
 #include "base/json.h"
 #include "base/readfile.h"
+#include "rpc/listen.h"
 #include "rpc/relay.h"
-#include "rpc/server.h"
 #include "runtime/http.h"
 
 #define CONFIG_MAX_BYTES (64 * 1024)
@@ -54,6 +54,15 @@ static const struct opt_def opts[] = {
 	    "relay every connection whose first request is not for "
 	    "/prpc/v1/Health to the guest agent at HOST:PORT or unix:PATH, e.g. "
 	    "127.0.0.1:18090 (default: none)"),
+	OPT("relay-idle-timeout", OPT_SECONDS, relay_idle_timeout_ms, "SECONDS",
+	    "a relayed connection that moves no byte either way this long is "
+	    "reset; above the gateway's own 10 minutes, so that a quiet followed "
+	    "log stream is never cut by the relay first (default 900)"),
+	OPT("relay-keepalive", OPT_SECONDS, relay_keepalive_ms, "SECONDS",
+	    "TCP keepalive on relayed connections: a peer silent this long is "
+	    "probed, and one that has answered nothing for twice as long is taken "
+	    "as gone and its connection reset (whole seconds, 1 to 32767; "
+	    "default 60)"),
 	OPT("compose-file", OPT_STRING, compose_file, "FILE",
 	    "the app's app-compose.json (default "
 	    "/dstack/.host-shared/app-compose.json)"),
@@ -380,6 +389,8 @@ static int set_defaults(struct config *c, struct errbuf *err)
 	c->drain_window_ms = 30000;
 	c->service_gap_ms = 60000;
 	c->stop_hold_ms = 7000;
+	c->relay_idle_timeout_ms = RELAY_IDLE_TIMEOUT_MS;
+	c->relay_keepalive_ms = RELAY_KEEPALIVE_S * 1000;
 	c->log_priority = LOG_INFO;
 	/* The docker CLI treats any non-empty DOCKER_TLS_VERIFY as on. */
 	c->docker_tls_verify = tls && *tls;
@@ -684,6 +695,10 @@ int config_check(const struct config *c, struct errbuf *err)
 	/* The relay fronts the public listener: without one nothing reaches it. */
 	if (*c->relay && !*c->listen)
 		return blame(c, "relay", errbuf_set(err, EINVAL, "needs the public listener, and listen is empty"), err);
+	/* TCP_KEEPIDLE counts whole seconds, from 1 to 32767. */
+	if (c->relay_keepalive_ms < 1000 || c->relay_keepalive_ms > 32767 * 1000)
+		return blame(c, "relay_keepalive",
+			     errbuf_set(err, EINVAL, "must be from 1 to 32767 seconds"), err);
 	if (*c->control_socket) {
 		char spec[PATH_MAX_WHERE];
 		if (c->control_socket[0] != '/')

@@ -40,6 +40,8 @@ struct config {
 	char *control_socket;     /* the local view's unix socket; "" disables it */
 	char *metrics_listen;     /* TCP address serving /metrics alone; "" none */
 	char *relay;              /* the guest agent, for all but Health; "" none */
+	int64_t relay_idle_timeout_ms; /* a relayed connection with no byte either way */
+	int64_t relay_keepalive_ms;    /* TCP keepalive of relayed connections */
 	char *verdict_file;       /* the served verdict as a status file; "" none */
 	int64_t stop_hold_ms;     /* a sidecar's stop: a gateway's poll after the guest agent */
 	char *stop_guest_agent;   /* the guest agent's Health, asked on a sidecar's stop; "" none */

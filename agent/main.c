@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <pthread.h>
@@ -38,6 +39,7 @@
 #include "base/version.h"
 #include "rpc/control.h"
 #include "rpc/encode.h"
+#include "rpc/listen.h"
 #include "rpc/relay.h"
 #include "rpc/server.h"
 
@@ -179,6 +181,10 @@ static void log_changes(const struct agent *old, const struct agent *now)
 	if (strcmp(o->relay, n->relay))
 		log_msg(LOG_WARNING, "reload: relay changed to %s; the relay is kept "
 				     "until a restart", *n->relay ? n->relay : "none");
+	if (o->relay_idle_timeout_ms != n->relay_idle_timeout_ms ||
+	    o->relay_keepalive_ms != n->relay_keepalive_ms)
+		log_msg(LOG_WARNING, "reload: relay_idle_timeout or relay_keepalive changed"
+				     "; the relay keeps its own until a restart");
 	if (old->m.ok && now->m.ok && strcmp(old->m.app.hash, now->m.app.hash))
 		log_msg(LOG_NOTICE, "reload: app-compose.json changed, sha256 %s -> %s",
 			old->m.app.hash, now->m.app.hash);
@@ -264,6 +270,8 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	if (strcmp(a->cfg.control_socket, n.cfg.control_socket) ||
 	    strcmp(a->cfg.metrics_listen, n.cfg.metrics_listen) || strcmp(a->cfg.listen, n.cfg.listen) ||
 	    strcmp(a->cfg.relay, n.cfg.relay) ||
+	    a->cfg.relay_idle_timeout_ms != n.cfg.relay_idle_timeout_ms ||
+	    a->cfg.relay_keepalive_ms != n.cfg.relay_keepalive_ms ||
 	    a->cfg.header_timeout_ms != n.cfg.header_timeout_ms) {
 		size_t l = strlen(text);
 		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
@@ -409,6 +417,22 @@ static int open_listener(const struct agent *a, int *fd, int *control_fd)
 	return 0;
 }
 
+/* The relay on the start line, and a warning when the fd limit left it
+ * fewer slots than its default (the gate raised the soft limit as far as
+ * the hard one let it: systemd's LimitNOFILE). */
+static void relay_desc(const struct agent *a, struct relay *relay, char *buf, size_t n)
+{
+	struct relay_stats st;
+	struct rlimit rl;
+	relay_stats(relay, &st);
+	snprintf(buf, n, "; relaying all but Health to %s (%u slots)", a->cfg.relay, st.slots);
+	if (st.slots < RELAY_MAX_CONNECTIONS && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		log_msg(LOG_WARNING, "relay: the fd limit (%llu) leaves room for %u relayed "
+				     "connections, not %u; raise LimitNOFILE (%u fds each)",
+			(unsigned long long)rl.rlim_cur, st.slots, RELAY_MAX_CONNECTIONS,
+			RELAY_FDS_PER_CONN);
+}
+
 static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 {
 	struct errbuf err = { "" };
@@ -462,7 +486,11 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	};
 	int rc = EXIT_FAILURE;
 	if (*a->cfg.relay) {
-		struct relay_opts ro = { .address = a->cfg.relay };
+		struct relay_opts ro = {
+			.address = a->cfg.relay,
+			.idle_timeout_ms = a->cfg.relay_idle_timeout_ms,
+			.keepalive_s = (unsigned)((a->cfg.relay_keepalive_ms + 999) / 1000),
+		};
 		if (relay_start(&ro, &relay, &err) < 0) {
 			log_msg(LOG_ERR, "%s", err.msg);
 			goto out;
@@ -478,13 +506,8 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);
 	else
 		local_desc(control_fd, metrics_fd, local, sizeof(local));
-	if (relay) {
-		size_t l = strlen(local);
-		struct relay_stats st;
-		relay_stats(relay, &st);
-		snprintf(local + l, sizeof(local) - l, "; relaying all but Health to %s (%u slots)",
-			 a->cfg.relay, st.slots);
-	}
+	if (relay)
+		relay_desc(a, relay, local + strlen(local), sizeof(local) - strlen(local));
 	rchan.ctl = ctl;
 	log_start(a, desc, local);
 	log_manifest(a);

@@ -12,9 +12,16 @@
       each), reads them for SECONDS and prints one line:
         streams=N opened=N open_at_end=N bytes=N
       a stream that ends early or never answers is not open at the end.
+  relay_load.py poll HOST:PORT PATH SECONDS GAP_MS
+      GET PATH on a fresh connection (Connection: close) every GAP_MS for
+      SECONDS, each read to its end within 2 s, as a user loads the
+      dashboard; prints one line:
+        polls=N ok=N p50=MS p99=MS max=MS
+      a poll is ok when it got a 200 and its whole body (Content-Length).
 """
 import asyncio
 import sys
+import time
 
 LINE_GAP = 0.1
 
@@ -82,11 +89,58 @@ async def streams(target, n, seconds):
         n, stats["opened"], stats["open_at_end"], stats["bytes"]))
 
 
+def poll_once(host, port, path, timeout):
+    import socket
+    t0 = time.monotonic()
+    s = socket.socket()
+    s.settimeout(timeout)
+    data = b""
+    try:
+        s.connect((host, port))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n" % path.encode())
+        while time.monotonic() - t0 < timeout:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except OSError:
+        return False, time.monotonic() - t0
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    ok = head.startswith(b"HTTP/1.1 200")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            ok = ok and len(body) == int(line.split(b":")[1])
+    return ok, time.monotonic() - t0
+
+
+def poll(target, path, seconds, gap_ms):
+    host, port = target.rsplit(":", 1)
+    lat, ok = [], 0
+    end = time.monotonic() + seconds
+    due = time.monotonic()
+    while due < end:
+        good, took = poll_once(host, int(port), path, 2.0)
+        ok += good
+        lat.append(took * 1000)
+        due += gap_ms / 1000
+        left = due - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+    lat.sort()
+    pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0
+    print("polls=%d ok=%d p50=%.1f p99=%.1f max=%.1f" % (len(lat), ok, pick(0.5), pick(0.99),
+                                                        lat[-1] if lat else 0))
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
         asyncio.run(serve(int(sys.argv[2])))
     elif len(sys.argv) == 5 and sys.argv[1] == "streams":
         asyncio.run(streams(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
+    elif len(sys.argv) == 6 and sys.argv[1] == "poll":
+        poll(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
     else:
         sys.exit(__doc__)
 

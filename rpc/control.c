@@ -151,6 +151,42 @@ static int drain_status_json(struct control *ct, struct json_buf *b)
 	return e;
 }
 
+/* The relay's counters, for /status and /metrics alike: each counts one
+ * cause (rpc/relay.h). */
+static const struct {
+	const char *key, *metric, *type, *help;
+	size_t off;
+} relay_counters[] = {
+#define RELAY_COUNTER(k, m, t, h) { #k, "dstack_healthd_relay_" m, t, h, offsetof(struct relay_stats, k) }
+	RELAY_COUNTER(open, "open", "gauge", "connections relayed to the guest agent now"),
+	RELAY_COUNTER(total, "total", "counter", "connections relayed to the guest agent"),
+	RELAY_COUNTER(refused_full, "refused_full_total", "counter",
+		      "connections answered 503: every relay slot moved bytes within the last second"),
+	RELAY_COUNTER(refused_resources, "refused_resources_total", "counter",
+		      "connections answered 503: no socket to the guest agent (out of fds or memory)"),
+	RELAY_COUNTER(unreachable, "unreachable_total", "counter",
+		      "connections answered 502: the guest agent could not be reached"),
+	RELAY_COUNTER(evicted, "evicted_total", "counter",
+		      "relayed connections reset to make room: the quietest when the slots were full"),
+	RELAY_COUNTER(idle_closed, "idle_closed_total", "counter",
+		      "relayed connections reset after relay_idle_timeout without a byte either way"),
+	RELAY_COUNTER(head_timeout, "head_timeout_total", "counter",
+		      "connections for the relay closed: first request head not whole within "
+		      "header_timeout"),
+	RELAY_COUNTER(head_too_large, "head_too_large_total", "counter",
+		      "connections for the relay answered 414 or 400: first request head too large"),
+	RELAY_COUNTER(reset, "reset_total", "counter",
+		      "relayed connections ended by an error on one side, passed on as a reset"),
+	RELAY_COUNTER(dead_peer, "dead_peer_total", "counter",
+		      "relayed connections whose peer stopped answering (keepalive), the other side reset"),
+#undef RELAY_COUNTER
+};
+
+static uint64_t relay_counter(const struct relay_stats *st, size_t i)
+{
+	return *(const uint64_t *)((const char *)st + relay_counters[i].off);
+}
+
 /* "relay": where to and what it has done; null without one. */
 static int relay_status_json(struct control *ct, struct json_buf *b)
 {
@@ -160,11 +196,11 @@ static int relay_status_json(struct control *ct, struct json_buf *b)
 	relay_stats(ct->o.relay, &st);
 	int e = json_buf_puts(b, ",\"relay\":{\"address\":");
 	if (!e) e = json_buf_string(b, relay_address(ct->o.relay));
-	if (!e) e = view_printf(b, ",\"slots\":%u,\"open\":%llu,\"total\":%llu,"
-				"\"refused_full\":%llu,\"unreachable\":%llu}",
-				st.slots, (unsigned long long)st.open, (unsigned long long)st.total,
-				(unsigned long long)st.refused, (unsigned long long)st.unreachable);
-	return e;
+	if (!e) e = view_printf(b, ",\"slots\":%u", st.slots);
+	for (size_t i = 0; !e && i < ARRAY_SIZE(relay_counters); i++)
+		e = view_printf(b, ",\"%s\":%llu", relay_counters[i].key,
+				(unsigned long long)relay_counter(&st, i));
+	return e ? e : json_buf_puts(b, "}");
 }
 
 static int relay_metrics(struct control *ct, struct json_buf *b)
@@ -173,33 +209,16 @@ static int relay_metrics(struct control *ct, struct json_buf *b)
 		return 0;
 	struct relay_stats st;
 	relay_stats(ct->o.relay, &st);
-	static const struct {
-		const char *name, *type, *help;
-		size_t off;
-	} m[] = {
-		{ "dstack_healthd_relay_open", "gauge",
-		  "connections relayed to the guest agent now", offsetof(struct relay_stats, open) },
-		{ "dstack_healthd_relay_total", "counter",
-		  "connections taken for relaying to the guest agent",
-		  offsetof(struct relay_stats, total) },
-		{ "dstack_healthd_relay_refused_full_total", "counter",
-		  "connections answered 503: every relay slot was taken",
-		  offsetof(struct relay_stats, refused) },
-		{ "dstack_healthd_relay_unreachable_total", "counter",
-		  "connections answered 502: the guest agent could not be reached",
-		  offsetof(struct relay_stats, unreachable) },
-	};
-	int e = 0;
-	for (size_t i = 0; !e && i < ARRAY_SIZE(m); i++) {
-		e = view_prom_family(b, m[i].name, m[i].type, m[i].help);
-		if (!e) e = view_prom_sample(b, m[i].name, NULL,
-					     (double)*(const uint64_t *)((const char *)&st + m[i].off));
-	}
 	/* What relay_open is measured against ("near full", the shipped
 	 * alert rules): the slots as fitted to the fd limit. */
-	if (!e) e = view_prom_family(b, "dstack_healthd_relay_slots", "gauge",
-				     "connections that can be relayed at once");
-	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_slots", NULL, (double)st.slots);
+	int e = view_prom_family(b, "dstack_healthd_relay_slots", "gauge",
+				 "relayed connections the relay can hold at once");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_slots", NULL, st.slots);
+	for (size_t i = 0; !e && i < ARRAY_SIZE(relay_counters); i++) {
+		const char *name = relay_counters[i].metric;
+		e = view_prom_family(b, name, relay_counters[i].type, relay_counters[i].help);
+		if (!e) e = view_prom_sample(b, name, NULL, (double)relay_counter(&st, i));
+	}
 	return e;
 }
 

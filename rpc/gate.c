@@ -19,6 +19,7 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "rpc/refuse.h"
 #include "rpc/relay.h"
 
 /* Accepted per turn of the loop before libmicrohttpd reads them. It also
@@ -41,6 +42,7 @@ struct conn {
 	bool ours;                /* not handed to the daemon (yet) */
 	bool parked;              /* ours, and in our epoll set */
 	bool doomed;              /* shut down; the daemon closes it next turn */
+	bool head;                /* the relay's, waiting for the rest of its head */
 };
 
 struct gate {
@@ -82,7 +84,7 @@ static struct conn *conn_get(struct gate *g, int fd, int64_t now)
 	g->free_list = k->next;
 	k->fd = fd;
 	k->ours = true;
-	k->parked = k->doomed = false;
+	k->parked = k->doomed = k->head = false;
 	wait_from(g, k, now);
 	g->open++;
 	return k;
@@ -159,8 +161,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 static int sweep(struct gate *g, int64_t now)
 {
 	struct conn *k;
-	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms)
+	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms) {
+		if (k->head)
+			relay_count_head(g->relay, RELAY_HEAD_TIMEOUT);
 		doom(g, k);
+	}
 	return k ? (int)(k->since + g->head_timeout_ms - now) : -1;
 }
 
@@ -193,22 +198,42 @@ static bool looks_like_http(const unsigned char *p, size_t n)
 	return i == n || tok > 0;
 }
 
+/* Whether p[0..n), which follows the end of a line, holds the end of a
+ * head: an empty line, CRLF or a bare LF (RFC 9112 §2.2 lets a recipient
+ * take a bare LF for a line's end, and the guest agent's parser does). */
+static bool head_ends(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		if (p[i] == '\n' || (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n'))
+			return true;
+		const unsigned char *eol = memchr(p + i, '\n', n - i);
+		if (!eol)
+			return false;
+		i = (size_t)(eol - p) + 1;
+	}
+	return false;
+}
+
 enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay)
 {
+	if (n > GATE_HEAD_MAX)
+		n = GATE_HEAD_MAX;
 	if (!looks_like_http(p, n))
 		return GATE_CLOSE;
 	if (!relay)
 		return GATE_AGENT;
+	/* Nothing more will be looked at: the bound is reached. */
+	bool full = n == GATE_HEAD_MAX;
 	/* Empty lines before a request are allowed (RFC 9112 §2.2). */
 	size_t i = 0;
 	while (i < n && (p[i] == '\r' || p[i] == '\n'))
 		i++;
 	if (i == n)
-		return ended ? GATE_CLOSE : GATE_WAIT;
+		return ended || full ? GATE_CLOSE : GATE_WAIT;
 	/* Routed only once the line is whole: until then the connection is
 	 * the gate's, under header_timeout, however slowly it trickles. */
 	const unsigned char *eol = memchr(p + i, '\n', n - i);
-	if (!eol && !ended)
+	if (!eol && !ended && !full)
 		return GATE_WAIT;
 	const unsigned char *end = eol ? eol : p + n;
 	const unsigned char *sp = memchr(p + i, ' ', (size_t)(end - p - i));
@@ -218,15 +243,24 @@ enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, b
 	size_t tlen = 0;
 	while (t + tlen < end && t[tlen] != ' ' && t[tlen] != '\r' && t[tlen] != '?')
 		tlen++;
-	bool health = tlen == strlen(GATE_HEALTH_PATH) && !memcmp(t, GATE_HEALTH_PATH, tlen);
-	return health ? GATE_AGENT : GATE_RELAY;
+	if (tlen == strlen(GATE_HEALTH_PATH) && !memcmp(t, GATE_HEALTH_PATH, tlen))
+		return GATE_AGENT; /* a line too long is the daemon's to refuse */
+	/* The relay's, once its whole head is here: the guest agent has no
+	 * deadline of its own for a head (rwf2/Rocket issue 1405), so the gate
+	 * keeps the connection under header_timeout until then. The peer's
+	 * end of stream ends the head early; the bound does not. */
+	if (!eol)
+		return full ? GATE_LINE_TOO_LONG : GATE_RELAY;
+	if (head_ends(eol + 1, (size_t)(p + n - eol - 1)))
+		return GATE_RELAY;
+	return full ? GATE_HEAD_TOO_LARGE : ended ? GATE_RELAY : GATE_WAIT_HEAD;
 }
 
 /* A connection's first look. hup: the peer has ended its stream (or
  * failed), so what is there is all there will be. */
 static enum gate_route first_look(struct gate *g, int fd, bool hup)
 {
-	unsigned char buf[GATE_LINE_MAX];
+	unsigned char buf[GATE_HEAD_MAX];
 	/* Without a relay the first bytes decide: no more is peeked. */
 	size_t want = g->relay ? sizeof(buf) : 32;
 	ssize_t n = recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
@@ -240,8 +274,7 @@ static enum gate_route first_look(struct gate *g, int fd, bool hup)
 	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
 	if (hup && (poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR))))
 		hup = false;
-	return gate_route_first(buf, (size_t)n, hup || (size_t)n == sizeof(buf),
-				g->relay != NULL);
+	return gate_route_first(buf, (size_t)n, hup, g->relay != NULL);
 }
 
 /* Room for any peer's address (accept4, getpeername), read as a sockaddr. */
@@ -272,27 +305,45 @@ static void relay_over(struct gate *g, struct conn *k)
 	relay_take(g->relay, fd);
 }
 
+/* A relay-bound head past the bound: answered as nginx answers it, and
+ * closed (refuse reads what has arrived first, so that the answer is not
+ * reset away). */
+static void too_large(struct gate *g, struct conn *k, enum refusal why)
+{
+	unlink_conn(k);
+	int fd = k->fd;
+	conn_put(g, k);
+	relay_count_head(g->relay, RELAY_HEAD_TOO_LARGE);
+	refuse(fd, why);
+}
+
 static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen,
 		 bool hup)
 {
 	enum gate_route r = first_look(g, k->fd, hup);
 	if (r == GATE_CLOSE) {
 		doom(g, k);
-	} else if (r != GATE_WAIT) {
+	} else if (r == GATE_WAIT || r == GATE_WAIT_HEAD) {
+		k->head = r == GATE_WAIT_HEAD;
+		if (k->parked)
+			return;
+		/* Edge-triggered: woken by each new arrival, not by bytes
+		 * already looked at (a line or a head still short of its end). */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = k };
+		k->parked = true;
+		if (epoll_ctl(g->ep, EPOLL_CTL_ADD, k->fd, &ev) < 0)
+			doom(g, k);
+	} else {
 		if (k->parked)
 			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
 		k->parked = k->ours = false;
 		if (r == GATE_RELAY)
 			relay_over(g, k);
-		else
+		else if (r == GATE_AGENT)
 			hand_over(g, k, sa, alen);
-	} else if (!k->parked) {
-		/* Edge-triggered: woken by each new arrival, not by bytes
-		 * already looked at (a line still short of its end). */
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = k };
-		k->parked = true;
-		if (epoll_ctl(g->ep, EPOLL_CTL_ADD, k->fd, &ev) < 0)
-			doom(g, k);
+		else
+			too_large(g, k, r == GATE_LINE_TOO_LONG ? REFUSE_LINE_TOO_LONG
+								 : REFUSE_HEAD_TOO_LARGE);
 	}
 }
 
@@ -434,6 +485,33 @@ static void gate_free(struct gate *g)
 	free(g);
 }
 
+/* What every relayed client socket needs, set once on the listener:
+ * accepted sockets take it from there (Linux copies the listener's options
+ * to each), so it costs no call per connection. libmicrohttpd sets
+ * TCP_NODELAY on its own connections anyway, and Health's connections
+ * live seconds, so keepalive on them changes nothing. A unix listener has
+ * none of these options. */
+static void for_relay(int lfd, struct relay *relay)
+{
+	int one = 1, rcv = 0;
+	socklen_t len = sizeof(rcv);
+	/* A relayed client's bytes go on as they come. */
+	setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* A vanished client frees its relay slot (rpc/relay.h). */
+	relay_keepalive(relay, lfd);
+	/* The whole head must fit in the receive buffer while the gate waits
+	 * for its end, or the client stalls until header_timeout instead of
+	 * getting its answer (or its 400). A buffer made smaller than that
+	 * (net.ipv4.tcp_rmem, ReceiveBuffer=) is raised to four times the
+	 * bound (the kernel doubles what it is asked for, and keeps about
+	 * half for its own bookkeeping of small segments); one as large is
+	 * left alone, since setting it stops the kernel's autotuning. */
+	if (getsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rcv, &len) == 0 && rcv < 4 * GATE_HEAD_MAX) {
+		int want = 2 * GATE_HEAD_MAX;
+		setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
+	}
+}
+
 /* Our own fds are told apart from parked connections by address. */
 static int watch_fd(int ep, int *fd)
 {
@@ -448,13 +526,8 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 	if (fl < 0 || fcntl(g->lfd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return errbuf_set(err, errno, "listener: %s", strerror(errno));
 	g->relay = o->relay;
-	/* Accepted sockets take it from the listener (Linux copies the
-	 * listener's options to each): a relayed client's bytes go on as they
-	 * come without a call per connection. libmicrohttpd sets it on its own
-	 * connections anyway. A unix listener has no such option. */
-	int one = 1;
 	if (o->relay)
-		setsockopt(g->lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for_relay(g->lfd, o->relay);
 	g->slots = slots_that_fit(o->slots, o->relay);
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;

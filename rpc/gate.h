@@ -11,8 +11,9 @@
  *   - when the slots are full and someone waits in the backlog, the
  *     connection that has waited longest for its request is closed first.
  * With a relay (rpc/relay.h), a connection whose first request line, once
- * whole, is not for Health is handed to it instead of to the daemon
- * (docs/design.md §3.1); until then it is the gate's, under the same rules.
+ * whole, is not for Health is handed to it instead of to the daemon, once
+ * its whole first request head has arrived (docs/design.md §3.1); until
+ * then it is the gate's, under the same rules.
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its
  * handlers, the gate owns the daemon.
@@ -45,27 +46,36 @@ struct gate_opts {
 	void *completed_cls;
 	/* NULL: every connection is the daemon's. Else only those whose first
 	 * request is for GATE_HEALTH_PATH; the others are handed to the relay
-	 * once their first request line is complete. */
+	 * once their first request head is complete. */
 	struct relay *relay;
 };
 
 /* The one target the agent answers in relay mode, with any query string. */
 #define GATE_HEALTH_PATH "/prpc/v1/Health"
-/* The most of a first request line looked at: a longer one is routed on
- * this much (its target is not Health's, or it is and the daemon refuses
- * it as too long). */
-#define GATE_LINE_MAX 8192
+/* In relay mode, the most of a first request looked at (peeked, never
+ * read): a connection routed to the relay is held by the gate until its
+ * whole first request head (through the empty line) has arrived, and a
+ * head longer than this is refused as nginx refuses one past its default
+ * buffers (4 x 8 KiB, no tighter, so that a browser's cookies still fit):
+ * 414 when the request line alone is longer, 400 otherwise. The public
+ * listener's receive buffer is raised to hold it when it cannot. */
+#define GATE_HEAD_MAX 32768
 
 enum gate_route {
-	GATE_WAIT,  /* not a whole first line yet */
-	GATE_CLOSE, /* not HTTP (binary, a TLS hello): closed at once */
-	GATE_AGENT, /* the daemon's */
-	GATE_RELAY, /* the relay's */
+	GATE_WAIT,            /* not a whole first line yet */
+	GATE_WAIT_HEAD,       /* the relay's, its first head not whole yet */
+	GATE_CLOSE,           /* not HTTP (binary, a TLS hello): closed at once */
+	GATE_AGENT,           /* the daemon's */
+	GATE_RELAY,           /* the relay's, its first head whole */
+	GATE_LINE_TOO_LONG,   /* the relay's, no end of line in GATE_HEAD_MAX bytes */
+	GATE_HEAD_TOO_LARGE,  /* the relay's, no end of head in GATE_HEAD_MAX bytes */
 };
 /* Pure: where a connection goes, from its first bytes p[0..n) (peeked, not
- * read). ended: no more will come to look at (the peer's end of stream, or
- * GATE_LINE_MAX bytes). Without a relay the first bytes alone decide
- * (GATE_AGENT as soon as they can start a request). */
+ * read); bytes past GATE_HEAD_MAX are never looked at. ended: no more will
+ * come (the peer's end of stream). Without a relay the first bytes alone
+ * decide (GATE_AGENT as soon as they can start a request). With one, a
+ * first line whose target is GATE_HEALTH_PATH is the daemon's once it is
+ * whole; any other is the relay's once its whole head is there. */
 enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay);
 
 struct gate;

@@ -1,12 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The relay (issue 18, docs/design.md §3.3): connections whose first request
- * is not Health, handed over by the gate, are joined to a fresh connection
- * to the guest agent and their bytes moved both ways in the kernel
- * (splice(2) through a pipe per direction, so at most a pipe's worth per
- * direction is held), never parsed, until both directions have ended or
- * either side fails. Half-closes are passed on. It runs on its own thread
+/* The relay (issues 18 and 26, docs/design.md §3.1): connections whose first
+ * request is not Health, handed over by the gate once their whole first
+ * request head has arrived, are joined to a fresh connection to the guest
+ * agent and their bytes moved both ways in the kernel (splice(2) through a
+ * pipe per direction, so at most a pipe's worth per direction is held),
+ * never parsed, until both directions have ended or either side fails.
+ * Half-closes are passed on, and so are resets. It runs on its own thread
  * with its own epoll set and its own bounded slots, so that relayed traffic
- * never waits on, or is waited on by, the gate's Health slots. */
+ * never waits on, or is waited on by, the gate's Health slots.
+ *
+ * Every slot has a way back that needs no other traffic: a link ends when
+ * both sides are done, at the first error either way (the other side is
+ * reset), when it has moved no byte either way for the idle limit, when TCP
+ * keepalive finds its peer gone, or when a newcomer finds every slot taken
+ * and it is the one that has moved no byte for the longest time (unless it
+ * is busy, RELAY_BUSY_MS): then it is evicted (reset both ways) and the
+ * newcomer takes its slot. Only when every slot moved a byte that recently
+ * is a newcomer answered 503. */
 #ifndef HEALTHD_RELAY_H
 #define HEALTHD_RELAY_H
 
@@ -15,7 +25,10 @@
 #include "base/err.h"
 
 /* Relayed connections at once, by default (the fd limit may lower it: each
- * holds RELAY_FDS_PER_CONN fds). */
+ * holds RELAY_FDS_PER_CONN fds). Each also holds one of the guest agent's
+ * connections, and the guest agent (its unit sets no LimitNOFILE: 1024
+ * fds) serves the app's own dstack.sock and tappd.sock from the same fds:
+ * half of them for the relay leaves it room. */
 #define RELAY_MAX_CONNECTIONS 512
 /* The client's socket, the guest agent's, and a pipe each way (at most:
  * a pipe is held only while bytes wait in it). */
@@ -27,18 +40,50 @@
 /* A guest agent that has not accepted the connection this long after the
  * connect is unreachable: the client gets 502. */
 #define RELAY_CONNECT_TIMEOUT_MS 1000
+/* A link that has been moving bytes (either way) for this long since it
+ * connected, and moved one this recently, is busy: it is never evicted for
+ * a newcomer. */
+#define RELAY_BUSY_MS 1000
+/* Connections the gate could not give a free slot, waiting for the relay
+ * thread to make room (their fds are in relay_fds_wanted, which the fd
+ * limit is raised to fit; a limit too low for it leaves them none); with
+ * this many waiting, the gate answers 503 itself. A client that reconnects
+ * all it was evicted from at once (hundreds in a burst) must not find the
+ * queue full while evictable slots remain. */
+#define RELAY_PENDING 512
+/* The idle limit's default: a link that moves no byte either way for this
+ * long is closed. Longer than the dstack gateway's own proxy keeps a quiet
+ * connection (gateway.toml [core.proxy.timeouts] idle = "10m", sampled by
+ * gateway/src/proxy/idle.rs four times per window: cut after 10 to 12.5
+ * minutes), so that a followed log stream that is quiet is ended by the
+ * gateway, or by the guest agent itself (its /logs stream ends after 600 s
+ * without a line, guest-agent/src/http_routes.rs), never by the relay. */
+#define RELAY_IDLE_TIMEOUT_MS (15 * 60 * 1000)
+/* TCP keepalive's default, seconds (relay_keepalive): see relay_keepalive(). */
+#define RELAY_KEEPALIVE_S 60
 
 struct relay_opts {
-	const char *address; /* HOST:PORT, [IPv6]:PORT or unix:PATH */
-	unsigned slots;      /* 0: RELAY_MAX_CONNECTIONS */
+	const char *address;     /* HOST:PORT, [IPv6]:PORT or unix:PATH */
+	unsigned slots;          /* 0: RELAY_MAX_CONNECTIONS */
+	int64_t idle_timeout_ms; /* 0: RELAY_IDLE_TIMEOUT_MS */
+	unsigned keepalive_s;    /* 0: RELAY_KEEPALIVE_S */
 };
 
-/* What the relay has done, for the local view only. */
+/* What the relay has done, for the local view only. Each counter counts
+ * one cause. */
 struct relay_stats {
-	uint64_t open;        /* relayed connections now (connecting included) */
-	uint64_t total;       /* accepted for relaying since the start */
-	uint64_t refused;     /* answered 503: every relay slot was taken */
-	uint64_t unreachable; /* answered 502: the guest agent could not be reached */
+	uint64_t open;              /* relayed connections now (connecting included) */
+	uint64_t total;             /* relayed: a connect to the guest agent begun */
+	uint64_t refused_full;      /* answered 503: every slot moved a byte recently */
+	uint64_t refused_resources; /* answered 503: no socket for the guest agent
+				     * (out of fds or memory) */
+	uint64_t unreachable;       /* answered 502: the guest agent could not be reached */
+	uint64_t evicted;           /* reset to make room for a newcomer */
+	uint64_t idle_closed;       /* reset: no byte either way for the idle limit */
+	uint64_t head_timeout;      /* first head not whole within header_timeout (gate) */
+	uint64_t head_too_large;    /* first head past the bound: answered 414/400 (gate) */
+	uint64_t reset;             /* one side failed: the other reset */
+	uint64_t dead_peer;         /* one side timed out (keepalive): the other reset */
 	unsigned slots;
 };
 
@@ -46,21 +91,33 @@ struct relay;
 
 /* Parses the address (err names it) and starts the thread. */
 int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *err);
-/* Closes every relayed connection and joins the thread. NULL is fine. */
+/* Resets every relayed connection and joins the thread. NULL is fine. */
 void relay_stop(struct relay *r);
 /* The address check alone, for the configuration: what="relay address". */
 int relay_parse(const char *address, struct errbuf *err);
 
-/* The gate's side; called from one thread only (relay_take hands the fd to
- * the relay thread by adding it to that thread's epoll set). */
+/* The gate's side; called from one thread only. */
 /* fds the relay may hold at most. */
 unsigned relay_fds_wanted(const struct relay *r);
 /* Lowers the slots to what the fd limit leaves (before any relay_take). */
 void relay_fit(struct relay *r, unsigned slots);
-/* Takes fd, a client connection whose first request line is in its receive
- * buffer, unread. With every slot taken the client is answered 503 at once
- * and fd closed (-EBUSY). */
+/* Sets on a TCP socket what every relayed socket carries, so that a peer
+ * that vanished (a gateway node gone, a WireGuard path dropped) frees its
+ * slot: keepalive probes after keepalive_s seconds without a byte from the
+ * peer, and the socket fails (ETIMEDOUT) once the peer has answered nothing
+ * for twice that (TCP_USER_TIMEOUT: also what was sent and not
+ * acknowledged, or a window kept shut). The gate sets it on the public
+ * listener, whose accepted sockets inherit it; the relay on each socket to
+ * the guest agent. -errno (a unix socket has none of it). */
+int relay_keepalive(const struct relay *r, int fd);
+/* Takes fd, a client connection whose whole first request head is in its
+ * receive buffer, unread. A free slot is taken at once; with none, the
+ * relay thread evicts the quietest link or answers 503. -EBUSY when fd
+ * was answered 503 and closed here. */
 int relay_take(struct relay *r, int fd);
+/* The gate's ends of a relay-bound connection, for the counters. */
+enum relay_head_end { RELAY_HEAD_TIMEOUT, RELAY_HEAD_TOO_LARGE };
+void relay_count_head(struct relay *r, enum relay_head_end why);
 
 /* Any thread. */
 void relay_stats(struct relay *r, struct relay_stats *out);

@@ -24,7 +24,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 #include "base/cache.h"
 #include "base/err.h"
@@ -37,9 +36,6 @@
 #define RPC_MAX_CONNECTIONS 1024
 /* The gateway's own poll timeout. */
 #define RPC_HEADER_TIMEOUT_MS 2000
-/* Kernel accept queue: a burst waits here while the slots turn over (the
- * kernel caps it at net.core.somaxconn). */
-#define RPC_LISTEN_BACKLOG 4096
 /* libmicrohttpd's pool per connection: it holds the request line, the
  * headers and the answer's header. The gateway's request head is about 100
  * bytes, curl's 150; 4 KiB serves heads up to about 3.6 KiB (431 beyond,
@@ -71,29 +67,5 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 /* Stops accepting, closes the listener and every connection, joins the
  * thread. NULL is fine. */
 void rpc_server_stop(struct rpc_server *s);
-
-/* Parses a --listen value (RPC_LISTEN_FORMS) and returns a bound, listening,
- * close-on-exec, non-blocking socket in *fd. Port 0 picks a free port (see
- * rpc_listen_describe). A stale unix socket at PATH is replaced; anything
- * else there, or a socket someone still listens on, is an error. err names
- * the value and what was wrong. */
-int rpc_listen(const char *spec, int *fd, struct errbuf *err);
-/* What rpc_listen accepts, for messages and --help. */
-#define RPC_LISTEN_FORMS                                                              \
-	"HOST:PORT (HOST a numeric IPv4 address, localhost, or * or nothing for "     \
-	"every address), [IPv6]:PORT or unix:PATH"
-/* The parse alone, nothing bound: a configuration check. tcp_only refuses
- * unix:PATH. */
-int rpc_listen_parse(const char *spec, bool tcp_only, struct errbuf *err);
-
-/* The parse of RPC_LISTEN_FORMS alone, into *ss: also for addresses the
- * agent connects to (the relay's). what names the value in err ("relay
- * address"). */
-int rpc_addr_parse(const char *what, const char *spec, struct sockaddr_storage *ss,
-		   socklen_t *alen, struct errbuf *err);
-
-/* Where a listening socket is bound, for logs: "127.0.0.1:41234",
- * "[::1]:8090", "unix:/run/x.sock". -errno; -ENAMETOOLONG when n is short. */
-int rpc_listen_describe(int fd, char *buf, size_t n);
 
 #endif

@@ -20,19 +20,9 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
-B=${HEALTHD_BUILD:-build}
-BIN=$B/dstack-healthd
-GA=tests/fakes/guest_agent.py
-CL=tests/fakes/relay_client.py
-[ -x "$BIN" ] || skip_all "$BIN not built"
-command -v python3 >/dev/null || skip_all "python3 is not installed"
-command -v ss >/dev/null || skip_all "ss is not installed (iproute2)"
-# The flood's client sockets: raise our limit (the agent inherits it).
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-. tests/lib/scratch.sh
-
-HT=2 # --header-timeout, seconds
-printf '{"manifest_version":"3","name":"t","runner":"docker-compose"}\n' >"$T/app.json"
+# The binary, the stand-ins, the scratch folder, a file limit raised for
+# the client sockets, HT and $T/app.json.
+. tests/lib/relay.sh
 
 # stand_in [PORT]: starts the stand-in (a free port, or PORT), sets GP.
 stand_in() {
@@ -172,9 +162,9 @@ exec {STALL[1]}>&-
 reap 30 "$STALL_PID" 2>/dev/null
 
 # --- nothing left behind --------------------------------------------------------
-wait_for 20 test "$(upstream_conns)" = 0
+wait_for 20 eval '[ "$(upstream_conns)" = 0 ]'
 ok $? "every client gone: no connection to the stand-in is left ($(upstream_conns) open)"
-wait_for 20 test "$(fds "$A_PID")" = "$BASE_FDS"
+wait_for 20 eval '[ "$(fds "$A_PID")" = "$BASE_FDS" ]'
 ok $? "the agent's fd count is back at its baseline ($(fds "$A_PID"), baseline $BASE_FDS)"
 is "$(relay_field open)" 0 "/status: relay open 0"
 is "$(relay_field total)" 11 "/status: relay total still counts the 11 relayed connections above"
@@ -220,7 +210,10 @@ for i in 1 2; do
 	curl -sN --max-time 60 "http://127.0.0.1:$F/logs/s$i" >"$T/s$i.out" 2>/dev/null &
 	PIDS+=($!)
 done
-wait_for 30 test "$(ss -Htn state established "( dport = :$GP )" | wc -l)" -ge 2
+# Both streams established and moving bytes for over a second (12 lines of
+# one every 100 ms): busy, so neither is evicted for a newcomer.
+wait_for 30 eval '[ "$(ss -Htn state established "( dport = :$GP )" | wc -l)" -ge 2 ]' &&
+	wait_for 30 eval '[ "$(grep -c "^line" "$T/s1.out")" -ge 12 ] && [ "$(grep -c "^line" "$T/s2.out")" -ge 12 ]'
 out=$(curl -s --max-time 20 -w ' %{http_code}' "http://127.0.0.1:$F/" | tr -d '\n')
 is "$out" "service unavailable: too many relayed connections 503" \
 	"relay slots full: 503 with a short body in the agent's words"

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A stand-in for dstack-guest-agent's public port, behind the agent's relay.
 
-  guest_agent.py --listen HOST:PORT | --unix PATH  [--ready FILE]
+  guest_agent.py --listen HOST:PORT | --unix PATH  [--ready FILE] [--keepalive S]
+                 [--backlog N] [--hold FILE]
 
 A real HTTP/1.1 server (http.server, a thread per connection) serving:
   GET  /                 1 MiB of random bytes, the same until a restart (sha256 in
@@ -19,10 +20,20 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
                          it writes F.got when the request is in, answers once F.go
                          exists, and writes F.sent after the reset (a test holds the
                          agent still meanwhile, so both arrive in one event)
+  GET  /cut              an answer delimited by the close (no length, not chunked):
+                         its head and half its body, then, 300 ms later, a reset
+                         (a guest agent that fails mid-answer)
+  GET  /small            "small\n", kept alive
   POST /echo             the request body back (an upload echo)
   anything else          404 "stand-in: not found"
 Every answer carries "Server: stand-in", so a test tells it from the agent.
 Once listening, writes its port to --ready.
+--keepalive S: like the guest agent (Rocket, dstack.toml keep_alive = 10), a
+connection that sends nothing for S seconds between or inside requests is
+closed; no deadline for a head as such (rwf2/Rocket issue 1405). Without it,
+connections are kept as long as the client keeps them.
+--backlog N: the listen backlog (default 1024). --hold FILE: accepts nothing while FILE
+exists (a guest agent slow to accept), then serves.
 """
 import argparse
 import hashlib
@@ -82,6 +93,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.closing()
         elif path == "/reset":
             self.reset()
+        elif path == "/cut":
+            self.cut()
+        elif path == "/small":
+            self.send(200, b"small\n", "text/plain")
         else:
             self.send(404, b"stand-in: not found", "text/plain")
 
@@ -109,6 +124,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         if flag:
             open(flag + ".sent", "w").close()
+
+    def cut(self):
+        self.connection.sendall(b"HTTP/1.1 200 OK\r\nServer: stand-in\r\n"
+                                b"Connection: close\r\n\r\nthe first half, ")
+        time.sleep(0.3)
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
 
     def logs(self):
         self.send_response(200)
@@ -157,7 +180,12 @@ def main():
     ap.add_argument("--listen")
     ap.add_argument("--unix")
     ap.add_argument("--ready")
+    ap.add_argument("--keepalive", type=float)
+    ap.add_argument("--backlog", type=int, default=1024)
+    ap.add_argument("--hold")
     a = ap.parse_args()
+    Handler.timeout = a.keepalive
+    TCPServer.request_queue_size = UnixServer.request_queue_size = a.backlog
     if a.unix:
         if os.path.exists(a.unix):
             os.unlink(a.unix)
@@ -171,6 +199,8 @@ def main():
         with open(a.ready + ".tmp", "w") as f:
             f.write("%s\n" % port)
         os.rename(a.ready + ".tmp", a.ready)
+    while a.hold and os.path.exists(a.hold):
+        time.sleep(0.05)
     srv.serve_forever()
 
 

@@ -12,8 +12,9 @@
         connection; prints each answer's body, one a line
   relay_client.py PORT sequence PATH... one GET per path on one kept-alive
         connection; prints "STATUS SERVER" a line each (- for none)
-  relay_client.py PORT trickle HEAD     sends HEAD, then "a" every 100 ms
-        until the agent closes; prints the seconds from connect to close
+  relay_client.py PORT trickle HEAD [MAX]   sends HEAD, then "a" every 100 ms
+        until the agent closes (or MAX seconds, default 60); prints the
+        seconds from connect to close
   relay_client.py PORT stall N          N x GET / (1 MiB each) sent at once
         on one connection; reads a first piece of the answers, prints
         "stalled", reads no more, and closes (unread bytes: a reset) when
@@ -25,10 +26,29 @@
         each send "GET /logs/" and then one byte every 0.5 s, never ending
         the line, reopened when the agent closes them, for SECONDS; prints
         "opened=N closed_by_server=N"
+  relay_client.py PORT ending PATH [KEEP]  GET PATH (kept alive), reads what
+        comes until the connection ends (or 30 s); prints "reset N S" or
+        "eof N S" ("open N S" at 30 s; bytes read, seconds from the
+        request). KEEP: read the
+        answer to PATH, then wait for the end without sending more
+  relay_client.py PORT raw REQUEST     sends REQUEST (\\r\\n escapes allowed),
+        reads to the end; prints the status line, then "body=N" (the bytes
+        after the head)
+  relay_client.py PORT hold N PATH [--from ADDR] [--line-only] [--reopen S]
+                  [--trickle S]
+        opens N connections (from ADDR, default 127.0.0.1), each sending
+        "GET PATH HTTP/1.1" and its head (with --line-only, the request line
+        and one header, no end of head; with --trickle, then one more byte
+        every S seconds: a slowloris), and keeps them, reopening each one
+        that is closed S seconds later (default 0.2), until SIGTERM; prints "opened=N" once the first
+        N have sent their request, then "opened=N closed_by_server=N
+        reset=N answered=N" at the end
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
 """
 import hashlib
 import select
+import selectors
+import signal
 import socket
 import struct
 import sys
@@ -122,9 +142,10 @@ def main():
     elif what == "trickle":
         s = connect(port)
         t0 = time.monotonic()
+        limit = float(args[1]) if len(args) > 1 else 60
         s.sendall(args[0].encode().decode("unicode_escape").encode("latin-1"))
         s.settimeout(0.1)
-        while time.monotonic() - t0 < 60:
+        while time.monotonic() - t0 < limit:
             try:
                 if not s.recv(4096):
                     break
@@ -162,8 +183,124 @@ def main():
         print("segs_in=%d %d" % (segs_in, len(body)))
     elif what == "flood":
         flood(port, int(args[0]), float(args[1]))
+    elif what == "ending":
+        ending(port, args[0], len(args) > 1)
+    elif what == "raw":
+        s = connect(port)
+        s.sendall(args[0].encode().decode("unicode_escape").encode("latin-1"))
+        head, _, body = read_all(s).partition(b"\r\n\r\n")
+        print(head.split(b"\r\n")[0].decode("latin-1"))
+        print("body=%d" % len(body))
+    elif what == "hold":
+        hold(port, int(args[0]), args[1], args[2:])
     else:
         sys.exit("unknown: " + what)
+
+
+def ending(port, path, keep):
+    """How a relayed connection ends: a reset, or a clean end of stream."""
+    s = connect(port)
+    t0 = time.monotonic()
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+    got = 0
+    if keep:
+        status, _, body = Reader(s).answer()
+        got = len(body)
+    s.settimeout(30)
+    how = "eof"
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += len(b)
+    except ConnectionResetError:
+        how = "reset"
+    except socket.timeout:
+        how = "open"
+    print("%s %d %.2f" % (how, got, time.monotonic() - t0))
+
+
+def hold(port, n, path, opts):
+    """Many connections from one address, each holding a slot if it can."""
+    src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
+    later = float(opts[opts.index("--reopen") + 1]) if "--reopen" in opts else 0.2
+    trickle = float(opts[opts.index("--trickle") + 1]) if "--trickle" in opts else 0
+    next_trickle = time.monotonic() + trickle
+    req = b"GET %s HTTP/1.1\r\nHost: x\r\n" % path.encode()
+    if "--line-only" not in opts:
+        req += b"\r\n"
+    sel = selectors.DefaultSelector()
+    stats = {"opened": 0, "sent": 0, "closed": 0, "reset": 0, "answered": 0}
+
+    def one():
+        s = socket.socket()
+        s.bind((src, 0))
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        stats["opened"] += 1
+        sel.register(s, selectors.EVENT_WRITE, "connecting")
+
+    for _ in range(n):
+        one()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    announced = False
+    due = []  # reopening times, oldest first
+    while not stop:
+        if not announced and stats["sent"] >= n:
+            print("opened=%d" % n, flush=True)
+            announced = True
+        while due and due[0] <= time.monotonic():
+            due.pop(0)
+            one()
+        if trickle and time.monotonic() >= next_trickle:
+            next_trickle = time.monotonic() + trickle
+            for key in list(sel.get_map().values()):
+                if key.data == "open":
+                    try:
+                        key.fileobj.send(b"a")
+                    except OSError:
+                        pass
+        for key, _ in sel.select(0.05 if due else 1):
+            s = key.fileobj
+            if key.data == "connecting":
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                sel.unregister(s)
+                if err:
+                    s.close()
+                    due.append(time.monotonic() + later)
+                    continue
+                try:
+                    s.send(req)
+                except OSError:
+                    s.close()
+                    due.append(time.monotonic() + later)
+                    continue
+                stats["sent"] += 1
+                sel.register(s, selectors.EVENT_READ, "open")
+                continue
+            try:
+                b = s.recv(65536)
+            except BlockingIOError:
+                continue
+            except ConnectionResetError:
+                stats["reset"] += 1
+                b = b""
+            except OSError:
+                b = b""
+            if b.startswith(b"HTTP/1.1 200"):
+                stats["answered"] += 1
+            if not b:
+                stats["closed"] += 1
+                sel.unregister(s)
+                s.close()
+                due.append(time.monotonic() + later)
+    print("opened=%d closed_by_server=%d reset=%d answered=%d" % (
+        stats["opened"], stats["closed"], stats["reset"], stats["answered"]))
 
 
 def flood(port, n, seconds):

@@ -13,6 +13,7 @@
 #include "base/cache.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
+#include "rpc/listen.h"
 #include "rpc/server.h"
 
 static struct snapshot *verdict_for(const char *mode)

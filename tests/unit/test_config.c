@@ -9,7 +9,7 @@
 
 #include "agent/config.h"
 #include "base/json.h"
-#include "rpc/server.h"
+#include "rpc/listen.h"
 #include "tests/lib/tap.h"
 
 static char dir[] = "/tmp/healthd-config-XXXXXX";
@@ -306,6 +306,10 @@ static const struct {
 	  "\"unix:/m.sock\"", "must be TCP" },
 	{ "relay", "--relay", "DSTACK_HEALTHD_RELAY", "127.0.0.1:0", "\"127.0.0.1:0\"",
 	  "relay address '127.0.0.1:0': port 0 cannot be connected to" },
+	{ "relay_idle_timeout", "--relay-idle-timeout", "DSTACK_HEALTHD_RELAY_IDLE_TIMEOUT", "0", "0",
+	  "must be a number of seconds" },
+	{ "relay_keepalive", "--relay-keepalive", "DSTACK_HEALTHD_RELAY_KEEPALIVE", "0.5", "0.5",
+	  "must be from 1 to 32767 seconds" },
 	{ "compose_file", "--compose-file", "DSTACK_HEALTHD_COMPOSE_FILE", "", "\"\"",
 	  "must not be empty" },
 	{ "runtime_file", "--runtime-file", "DSTACK_HEALTHD_RUNTIME_FILE", "", "\"\"",

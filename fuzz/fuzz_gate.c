@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The first-request classifier (rpc/gate.c, gate_route_first): where an
+ * anonymous connection goes from the bytes it has sent so far. Layout: a
+ * flags byte (bit 0: the peer's end of stream has come, bit 1: relay mode,
+ * bit 2: grow), then the bytes. With grow, two more bytes give a count K,
+ * and K bytes of 'a' are put where the first 0xff byte is (or at the end),
+ * so that heads past the bound (32 KiB) are reached within the fuzzer's
+ * -max_len.
+ * Oracle, from RFC 9112 and README's routing rule rather than from gate.c:
+ * without a relay a connection is the agent's or closed; with one, the
+ * agent's only when its first line's target path is exactly
+ * /prpc/v1/Health (or it has no target for the daemon to refuse); relayed
+ * only once a whole head (through the empty line) is there, or the peer has
+ * ended; refused as too large only at the bound; never a wait at the bound
+ * or after the end; and nothing past the bound is read (ASan poisons it). */
+#include <sanitizer/asan_interface.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz/fuzz.h"
+#include "rpc/gate.h"
+
+/* RFC 9110 §5.6.2. */
+static bool tchar(unsigned char c)
+{
+	return c > ' ' && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+/* An empty line after position i (the start of a line) within [0, n). */
+static bool has_empty_line(const unsigned char *p, size_t i, size_t n)
+{
+	for (; i < n; i++) {
+		if (p[i] == '\n' || (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n'))
+			return true;
+		while (i < n && p[i] != '\n')
+			i++;
+	}
+	return false;
+}
+
+static void check(const unsigned char *p, size_t n, bool ended, bool relay)
+{
+	enum gate_route r = gate_route_first(p, n, ended, relay);
+	size_t m = n < GATE_HEAD_MAX ? n : GATE_HEAD_MAX;
+	bool full = m == GATE_HEAD_MAX;
+	size_t i = 0;
+	while (i < m && (p[i] == '\r' || p[i] == '\n'))
+		i++;
+	size_t tok = i;
+	while (tok < m && tchar(p[tok]))
+		tok++;
+	/* The first bytes can begin a request: a method token, then a space
+	 * or nothing yet. */
+	bool http = tok == m || (tok > i && p[tok] == ' ');
+	if (r > GATE_HEAD_TOO_LARGE)
+		__builtin_trap();
+	if (!relay) {
+		if (r != (http ? GATE_AGENT : GATE_CLOSE))
+			__builtin_trap();
+		return;
+	}
+	if (!http) {
+		if (r != GATE_CLOSE)
+			__builtin_trap();
+		return;
+	}
+	if (i == m) { /* only empty lines */
+		if (r != (ended || full ? GATE_CLOSE : GATE_WAIT))
+			__builtin_trap();
+		return;
+	}
+	const unsigned char *eol = memchr(p + i, '\n', m - i);
+	size_t line_end = eol ? (size_t)(eol - p) : m;
+	if (r == GATE_WAIT || r == GATE_WAIT_HEAD) {
+		if (ended || full || (r == GATE_WAIT) != !eol)
+			__builtin_trap();
+		return;
+	}
+	/* The target: after the method's space, up to a space, CR, '?' or the
+	 * line's end. */
+	const unsigned char *sp = memchr(p + i, ' ', line_end - i);
+	size_t t = sp ? (size_t)(sp - p) + 1 : line_end, te = t;
+	while (te < line_end && p[te] != ' ' && p[te] != '\r' && p[te] != '?')
+		te++;
+	bool health = sp && te - t == strlen("/prpc/v1/Health") &&
+		      !memcmp(p + t, "/prpc/v1/Health", te - t);
+	if (r == GATE_AGENT) {
+		/* Health by its exact path, or nothing the relay could take. */
+		if (sp && !health)
+			__builtin_trap();
+		return;
+	}
+	if (health || !sp)
+		__builtin_trap(); /* Health, or no target, is never relayed */
+	bool head = eol && has_empty_line(p, line_end + 1, m);
+	switch (r) {
+	case GATE_RELAY:
+		if (!head && !(ended && !full))
+			__builtin_trap();
+		break;
+	case GATE_LINE_TOO_LONG:
+		if (!full || eol)
+			__builtin_trap();
+		break;
+	case GATE_HEAD_TOO_LARGE:
+		if (!full || !eol || head)
+			__builtin_trap();
+		break;
+	default:
+		__builtin_trap();
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	bool ended = data[0] & 1, relay = data[0] & 2, grow = data[0] & 4;
+	const uint8_t *p = data + 1, *end = data + size;
+	size_t k = 0;
+	if (grow && end - p >= 2) {
+		k = (size_t)p[0] << 8 | p[1];
+		p += 2;
+	}
+	const uint8_t *at = memchr(p, 0xff, (size_t)(end - p));
+	size_t before = (size_t)((at ? at : end) - p), after = at ? (size_t)(end - at - 1) : 0;
+	size_t n = before + k + after;
+	/* Exactly n bytes: ASan sees any read past them. */
+	unsigned char *buf = malloc(n ? n : 1);
+	if (!buf)
+		return 0;
+	memcpy(buf, p, before);
+	memset(buf + before, 'a', k);
+	if (after)
+		memcpy(buf + before + k, at + 1, after);
+	/* Nothing past the bound may be read. */
+	if (n > GATE_HEAD_MAX)
+		ASAN_POISON_MEMORY_REGION(buf + GATE_HEAD_MAX, n - GATE_HEAD_MAX);
+	check(buf, n, ended, relay);
+	if (n > GATE_HEAD_MAX)
+		ASAN_UNPOISON_MEMORY_REGION(buf + GATE_HEAD_MAX, n - GATE_HEAD_MAX);
+	free(buf);
+	return 0;
+}
