@@ -18,7 +18,10 @@
 #   upstream  the stand-in of upstream's guest agent judging Docker itself:
 #             its 5 s timer, no events, no stopping rule, no drain
 #             (tests/fakes/guest_health.py cites what it follows)
-# and prints a row per scenario, judge and connect_top_n: requests sent,
+# and, for this agent's two ways, the recreate once more with proxies that
+# retry a backend that is away for 4 s (recreate-retrying: README's advice
+# for kept-alive connections; the plain proxies again after it). Prints a
+# row per scenario, judge and connect_top_n: requests sent,
 # failed (fresh / kept-alive / 1 s), the instance-seconds out of rotation
 # (mean of the group's two nodes), the scenario's length.
 #
@@ -44,12 +47,19 @@ for judge in ${BENCH_ROLLOUT_JUDGES:-agent sidecar upstream}; do
 	say "$judge: waiting for every instance to be healthy on every node"
 	ro_phase "$judge" || { echo "error: $judge: not every instance came up healthy"; exit 2; }
 	[ -n "${RO_CLIENTS:-}" ] || ro_clients_start || { echo "error: the clients did not start"; exit 2; }
-	for s in restart recreate replace kill; do
+	retrying=
+	[ "$judge" = upstream ] || retrying=recreate-retrying
+	for s in restart recreate replace kill $retrying; do
 		say "$judge: $s"
 		case $s in
 		restart | recreate) ro_window "$judge:$s" "ro_$s" ;;
 		replace) ro_window "$judge:$s" ro_replace 3 ;;
 		kill) ro_window "$judge:$s" ro_kill 1 ;;
+		recreate-retrying)
+			ro_retrying 4000 >&2 || { echo "error: $judge: the proxies did not come back retrying"; exit 2; }
+			ro_window "$judge:$s" ro_recreate
+			ro_retrying 0 >&2 || { echo "error: $judge: the proxies did not come back"; exit 2; }
+			;;
 		esac
 	done
 done
@@ -61,11 +71,11 @@ f() { kv "$1" | cut -d/ -f1; }                                  # failed of KIND
 {
 	echo "dstack-healthd $(git rev-parse --short HEAD 2>/dev/null || echo '?') rollout bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "load average at start: $LOAD0; at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( ($(ro_now) - T0) / 1000 )) s"
-	printf '%-9s %-9s %3s %6s %5s %7s %7s %10s %5s %8s %8s\n' scenario judge top sent "/s" failed fresh kept-alive "1 s" "out (s)" "time (s)"
+	printf '%-17s %-9s %3s %6s %5s %7s %7s %10s %5s %8s %8s\n' scenario judge top sent "/s" failed fresh kept-alive "1 s" "out (s)" "time (s)"
 	while read -r name from to rc; do
 		for g in n3 n1; do
 			line=$(ro_count "$name" "$g")
-			printf '%-9s %-9s %3s %6s %5s %7s %7s %10s %5s %8s %8s%s\n' "${name#*:}" "${name%%:*}" "${g#n}" \
+			printf '%-17s %-9s %3s %6s %5s %7s %7s %10s %5s %8s %8s%s\n' "${name#*:}" "${name%%:*}" "${g#n}" \
 				"$(kv sent)" "$(( $(kv sent) * 1000 / (to - from) ))" \
 				"$(kv failed)" "$(f fresh)" "$(f keepalive)" "$(f slow)" \
 				"$(kv out_of_rotation)" "$(( (to - from) / 1000 ))" \

@@ -32,7 +32,10 @@
 #             bridged to its proxy, which answers 502 while the backend is
 #             away, and no gateway can move it: printed;
 #   kill      SIGKILL to one backend, its restart policy brings it back:
-#             printed.
+#             printed;
+#   recreate-retrying  the recreate again once the proxies retry a backend
+#             that is away (4 s, as README advises: Caddy's
+#             lb_try_duration): 0 failed, kept-alive connections too.
 # And once judged as upstream's guest agent judges (Docker's state at each
 # re-read, no stopping rule, no drain; restart of one instance): the test
 # sees the failures then (connect_top_n 1). RO_SCENARIOS="recreate ..." runs only the
@@ -80,6 +83,12 @@ run restart ro_restart
 run recreate ro_recreate
 run replace ro_replace 3
 run kill ro_kill 1
+if [ -z "${RO_SCENARIOS:-}" ] || [[ " $RO_SCENARIOS " == *" recreate-retrying "* ]]; then
+	ro_retrying 4000
+	ok $? "the proxies retry a backend that is away for 4 s; every instance back on every gateway node"
+fi
+run recreate-retrying ro_recreate
+RO_RETRY_MS=0 # the sidecar's phase with the plain proxies again
 
 if [ -z "${RO_SCENARIOS:-}" ] || [[ " $RO_SCENARIOS " == *" sidecar-"* ]]; then
 	ro_phase sidecar
@@ -118,7 +127,7 @@ while read -r name from to rc; do
 		line=$(ro_count "$name" "$g")
 		diag "$name $line"
 		case $name in
-		quiet | restart | sidecar-restart)
+		quiet | restart | sidecar-restart | recreate-retrying)
 			is "$(failed all "$line")" 0 "$name, connect_top_n ${g#n}: 0 failed requests" ;;
 		recreate | replace | sidecar-recreate | sidecar-replace)
 			is "$(( $(failed fresh "$line") + $(failed slow "$line") ))" 0 \

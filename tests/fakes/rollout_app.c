@@ -17,7 +17,11 @@
  *     stays open. GET /proxy-health is answered by the proxy itself (its
  *     Docker healthcheck, as an nginx `location` returning 200 is). SIGTERM:
  *     stops accepting at once, finishes the requests in flight, closes idle
- *     connections, exits 0 (nginx's graceful quit).
+ *     connections, exits 0 (nginx's graceful quit). With UPSTREAM_RETRY_MS
+ *     set, a request whose upstream refuses the connect or closes it before
+ *     a byte of the answer is tried again every 100 ms for that long, as
+ *     Caddy's lb_try_duration does (for a GET, what its lb_retry_match lets
+ *     through by default); unset or 0, never (nginx with one server).
  *   rollout_app probe ADDR:PORT PATH   exit 0 on a 200 within 2 s, else 1.
  *
  * A process per connection (fork); the parent accepts and reaps. Every
@@ -187,37 +191,35 @@ static void backend_request(int fd, const char *path, int close_after)
 /* --- proxy ----------------------------------------------------------------- */
 
 static struct sockaddr_in upstream;
+static long retry_ms; /* UPSTREAM_RETRY_MS */
 
-/* Passes one request to the upstream on a new connection and its answer
- * back; a 502 when the upstream cannot be reached or its answer is cut. */
-static void proxy_request(int fd, const char *path, int close_after)
+/* One try of a request on a new connection to the upstream: the answer's
+ * length in ans, or -1 when the connect failed or the upstream closed
+ * before a byte (a try that may be repeated), -2 when the answer broke
+ * off after its first byte or came too late (one that may not). */
+static int proxy_try(const char *path, char *ans, int size)
 {
-	if (!strcmp(path, "/proxy-health")) {
-		respond(fd, 200, "OK", "ok\n", close_after);
-		return;
-	}
 	int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (u < 0 || connect(u, (struct sockaddr *)&upstream, sizeof upstream) < 0) {
-		if (u >= 0)
-			close(u);
-		respond(fd, 502, "Bad Gateway", "bad gateway: the upstream cannot be reached\n",
-			close_after);
-		return;
+	if (u < 0)
+		return -1;
+	if (connect(u, (struct sockaddr *)&upstream, sizeof upstream) < 0) {
+		close(u);
+		return -1;
 	}
 	char req[HEAD_MAX + 64];
 	int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: upstream\r\nConnection: close\r\n\r\n",
 			 path);
-	static char ans[BODY_MAX];
 	int have = 0;
 	long long deadline = now_ms() + UPSTREAM_MS;
 	int ok = write_all(u, req, (size_t)n) == 0;
-	while (ok && have < BODY_MAX - 1) {
+	while (ok && have < size - 1) {
 		long long left = deadline - now_ms();
 		if (left <= 0 || !wait_fd(u, POLLIN, (int)left)) {
 			ok = 0;
+			have = -2;
 			break;
 		}
-		ssize_t r = read(u, ans + have, (size_t)(BODY_MAX - 1 - have));
+		ssize_t r = read(u, ans + have, (size_t)(size - 1 - have));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -227,12 +229,40 @@ static void proxy_request(int fd, const char *path, int close_after)
 		have += (int)r;
 	}
 	close(u);
+	if (have == 0)
+		return -1;
+	if (have < 0 || !ok)
+		return -2;
 	ans[have] = 0;
+	return have;
+}
+
+/* Passes one request to the upstream and its answer back; a 502 when the
+ * upstream cannot be reached (within UPSTREAM_RETRY_MS) or its answer is
+ * cut. */
+static void proxy_request(int fd, const char *path, int close_after)
+{
+	if (!strcmp(path, "/proxy-health")) {
+		respond(fd, 200, "OK", "ok\n", close_after);
+		return;
+	}
+	static char ans[BODY_MAX];
+	long long give_up = now_ms() + retry_ms;
+	int have;
+	while ((have = proxy_try(path, ans, sizeof ans)) == -1 && now_ms() < give_up) {
+		struct timespec t = { 0, 100 * 1000000 };
+		nanosleep(&t, NULL);
+	}
+	if (have == -1) {
+		respond(fd, 502, "Bad Gateway", "bad gateway: the upstream cannot be reached\n",
+			close_after);
+		return;
+	}
 	/* Whole: a status line, a head, and as many body bytes as it said. */
-	char *end = strstr(ans, "\r\n\r\n");
+	char *end = have > 0 ? strstr(ans, "\r\n\r\n") : NULL;
 	const char *cl = end ? strcasestr(ans, "\r\nContent-Length:") : NULL;
 	int code = 0;
-	if (ok && end && cl && cl < end && sscanf(ans, "HTTP/1.1 %d", &code) == 1) {
+	if (end && cl && cl < end && sscanf(ans, "HTTP/1.1 %d", &code) == 1) {
 		long len = strtol(cl + 17, NULL, 10);
 		const char *body = end + 4;
 		if ((long)(ans + have - body) == len) {
@@ -405,6 +435,8 @@ int main(int argc, char **argv)
 			return 2;
 		const char *id = getenv("ID");
 		instance = id ? id : "?";
+		const char *retry = getenv("UPSTREAM_RETRY_MS");
+		retry_ms = retry ? atol(retry) : 0;
 		return serve(argv[2], proxy_request, 0);
 	}
 	if (argc == 4 && !strcmp(argv[1], "probe"))

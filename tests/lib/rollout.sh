@@ -23,7 +23,9 @@
 # timer), RO_LAME_MS (how long the backend serves after SIGTERM), RO_GRACE
 # (its stop_grace_period), RO_HC (the Docker healthchecks' interval),
 # RO_STOP_HOLD (the sidecar's stop_hold: the gateway's interval + timeout);
-# RO_FRESH, the clients' fresh connections a second (30).
+# RO_FRESH, the clients' fresh connections a second (30); RO_RETRY_MS, how
+# long the app's proxy retries a backend that is away (0, never: see
+# ro_retrying).
 
 RO_APP=app
 RO_HOST=$RO_APP-8080.gw
@@ -92,7 +94,7 @@ ro_compose() {
 	RO_ADDR=$RO_NET.1$n RO_ID=i$n RO_TAG=$RO_TAG RO_LAME_MS=$RO_LAME_MS RO_GRACE=$RO_GRACE \
 		RO_HC=$RO_HC RO_SOCK=$DH_T/docker.sock RO_VERDICT=$DH_T/verdict$n \
 		RO_APP_COMPOSE=$DH_T/sidecar-app.json RO_SC_GRACE=${RO_SC_GRACE:-30s} \
-		RO_STOP_HOLD=${RO_STOP_HOLD:-7} \
+		RO_STOP_HOLD=${RO_STOP_HOLD:-7} RO_RETRY_MS=${RO_RETRY_MS:-0} \
 		timeout 300 docker-compose --no-ansi -p "ro$n" "${files[@]}" "$@" \
 		>>"$DH_T/compose$n.log" 2>&1
 }
@@ -291,6 +293,30 @@ ro_recreate() {
 	RO_TAG=$((3 - RO_TAG))
 	ro_next "$n"
 	ro_back "$n" "$t0"
+}
+
+# ro_retrying MS: the proxies retry a backend that is away for MS (0:
+# never), as the README advises an app whose kept-alive connections must
+# survive a backend's recreate: each proxy recreated with it in turn (its
+# environment changed), outside any window, each instance back on every
+# gateway node before the next.
+ro_retrying() {
+	local n t0
+	RO_RETRY_MS=$1
+	for n in $RO_IDS; do
+		t0=$(ro_now)
+		ro_compose "$n" up -d || return 1
+		wait_for 120 ro_proxy_since "$n" "$t0" || {
+			diag "instance $n's proxy was not recreated within 120 s"
+			return 1
+		}
+		wait_for 120 ro_gw_healthy "$n" || return 1
+	done
+}
+ro_proxy_since() {
+	local started
+	started=$("$DH_DOCKER" inspect -f '{{.State.StartedAt}}' "ro$1_proxy_1" 2>/dev/null) &&
+		[ "$(date -d "$started" +%s%3N)" -gt "$2" ] && dh_state_is "ro$1_proxy_1" "running healthy"
 }
 
 # The backend dies (SIGKILL from outside Docker, as the kernel's OOM killer
