@@ -164,14 +164,14 @@ died_ms() {
 		--filter "container=$1" --format '{{.TimeNano}}' | tail -n1 |
 		awk '{ printf "%.0f\n", $1 / 1000000 }'
 }
-# unhealthy_since: true once the file says unhealthy, with T_UNH_MS the
-# time it was written (its mtime, read before its line, so that a rename in
-# between gives the older time): the hold starts at that write, and the
-# moment this test happens to see it may come later by a poll and a start.
-unhealthy_since() {
-	local m
-	m=$(stat -c %.3Y "$OUT/status" 2>/dev/null) && [ "$(line1)" = unhealthy ] &&
-		T_UNH_MS=${m/./}
+# written_as STATE: true once the file says STATE, with T_W_MS the time it
+# was written (the mtime of the inode whose line was read: each write is a
+# rename): a hold starts at a write, and the moment this test happens to see
+# it may come later by a poll and a process start.
+written_as() {
+	local l m
+	{ IFS= read -r l && m=$(stat -L -c %.3Y /dev/stdin); } <"$OUT/status" 2>/dev/null || return 1
+	[ "$l" = "$1" ] && T_W_MS=${m/./}
 }
 # stop_proof VERB: docker-compose VERB (stop or down) of the whole project;
 # sets HOLD_MS (the file written unhealthy to the sidecar's exit) and points.
@@ -180,9 +180,9 @@ stop_proof() {
 	since=$(date +%s)
 	dh_compose sidecar sidecar.yml "$verb" >"$DH_T/$verb.log" 2>&1 &
 	pid=$!
-	T_UNH_MS=
-	wait_for 30 unhealthy_since
-	t_unh=${T_UNH_MS:-0}
+	T_W_MS=
+	wait_for 30 written_as unhealthy
+	t_unh=${T_W_MS:-0}
 	web_then=$(dh_state sidecar_web_1)
 	reap 120 "$pid"
 	ok $? "docker-compose $verb"
@@ -212,15 +212,16 @@ ok $([ "$GA_HEARD" -gt 0 ] && [ $((GA_HEARD + 2000)) -le "$(died_ms "$SC" "$STOP
 dh_compose sidecar sidecar.yml up -d >>"$DH_T/up.log" 2>&1
 wait_for 60 judged "$HEALTHD_OK"
 is "$J" "$HEALTHD_OK" "up -d again: healthy"
-t=$(dh_now_ms)
 dh_compose sidecar sidecar.yml restart healthd >"$DH_T/restart.log" 2>&1 &
 RPID=$!
-wait_for 30 line1_is unhealthy
-t_out=$(dh_now_ms)
-wait_for 60 line1_is healthy
-t_in=$(dh_now_ms)
+T_W_MS=
+wait_for 30 written_as unhealthy
+t_out=${T_W_MS:-0}
+T_W_MS=
+wait_for 60 written_as healthy
+t_in=${T_W_MS:-0}
 reap 60 "$RPID"
-diag "a restart of the sidecar alone: out of rotation for $((t_in - t_out)) ms (the hold, then a start and a refresh)"
+diag "a restart of the sidecar alone: out of rotation for $((t_in - t_out)) ms (the hold, then a start and a refresh; from write to write)"
 ok $([ "$(line1)" = healthy ] && [ $((t_in - t_out)) -ge 2000 ]; echo $?) \
 	"a restart of the sidecar alone drains the instance for its hold, then serves healthy again"
 
