@@ -12,7 +12,9 @@
 #      tests/e2e/cross.sh): cross-built for arm64 when Debian's cross
 #      compiler is installed (natively otherwise), with the flags Yocto
 #      passes less its own prefix maps, the build folder outside the source;
-#   3. `make deb`: both packages.
+#   3. `make deb`: both packages; the agent in them stamped with the
+#      commit's revision, or, built from a tree that differs from its commit,
+#      a warning and the revision marked -dirty.
 # It builds its own binaries, so the sanitizer build has nothing to add:
 # tests/run: once
 # tests/run: timeout 1800
@@ -149,6 +151,28 @@ if command -v dpkg-buildpackage >/dev/null 2>&1 && command -v dh >/dev/null 2>&1
 		done
 		same ".deb, unpacked" "$T/x1" "$T/x2" every_file
 	fi
+	# The stamp says which tree the package holds: the commit's revision when
+	# the tree is its commit; otherwise a warning naming the difference and a
+	# revision marked -dirty. The second, in a clone holding the tree as it is
+	# with one file edited and one added (a tree that is surely not its commit).
+	stamped() { # stamped FOLDER: the agent's --version in its .deb
+		dpkg-deb --fsys-tarfile "$1"/dstack-healthd_*.deb | tar -xO ./usr/sbin/dstack-healthd >"$T/agent.x" &&
+			chmod +x "$T/agent.x" && "$T/agent.x" --version
+	}
+	if [ -z "$(git status --porcelain --untracked-files=all)" ]; then
+		like "$(stamped "$T/deb1")" " \\($REV\\)\$" "the tree is its commit: the agent is stamped $REV"
+		is "$(grep -c 'differs from commit' "$T/deb1.log")" 0 "and make deb warns of nothing"
+	else
+		like "$(cat "$T/deb1.log")" "warning: the tree differs from commit $REV" \
+			"the tree differs from its commit: make deb says so"
+	fi
+	D=$T/dirty/dstack-healthd
+	git clone -q --shared . "$D" && copy "$D" && echo >>"$D/README.md" && echo new >"$D/NEW"
+	(cd "$D" && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s deb BUILD="$T/deb3") >"$T/deb3.out" 2>"$T/deb3.err"
+	is "$?" 0 "make deb in a tree with an edit and a new file"
+	like "$(cat "$T/deb3.err")" "warning: the tree differs from commit $REV in [0-9]+ file\\(s\\) \\(.*(README.md|NEW)" \
+		"warns on stderr that the tree differs from the commit, naming the files"
+	like "$(stamped "$T/deb3")" " \\($REV-dirty\\)\$" "the agent in it is stamped $REV-dirty"
 else
 	diag "no dpkg-buildpackage or dh: the package is not built"
 fi
