@@ -249,23 +249,36 @@ install-front:
 # folders are neither used nor touched, and it says so. Our own make
 # variables (BUILD=...) must not leak into the package's make. The same
 # commit gives the same .deb bit for bit (README, "Reproducible builds"):
-# SOURCE_DATE_EPOCH is the commit's time (the changelog's without git), and
-# dpkg clamps the files' times to it.
+# SOURCE_DATE_EPOCH is the commit's time, and dpkg clamps the files' times
+# to it. So it needs a git checkout with a commit. A tree that differs from
+# its commit (edits, new files) still builds, since the tests install the
+# package of work not yet committed; but it says so, and the agent is
+# stamped git:<commit>-dirty, so that no such package passes for the commit's.
 DEB_EPOCH = $(shell git log -1 --format=%ct 2>/dev/null)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
 	@v=$$(dpkg-parsechangelog -S Version) && [ "$$v" = "$(VERSION)" ] || \
 		{ echo "make deb: debian/changelog is at $$v, the Makefile at $(VERSION)" >&2; exit 1; }
+	@[ -n "$(DEB_EPOCH)" ] || { echo "make deb: needs a git checkout with a commit" \
+		"(it copies the files git tracks, and stamps the commit's revision and time)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
-	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	@set -e; rev='$(REV)'; changed=$$(git status --porcelain --untracked-files=all); \
+	if [ -n "$$changed" ]; then \
+		rev=$$rev-dirty; \
+		echo "make deb: warning: the tree differs from commit $(REV) in" \
+			"$$(printf '%s\n' "$$changed" | wc -l) file(s)" \
+			"($$(printf '%s\n' "$$changed" | cut -c4- | head -n 3 | paste -sd' ')...):" \
+			"the package holds them and is stamped $$rev, not the commit's own" >&2; \
+	fi; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "make deb: building from a copy of the tree in $$tmp (not in $(BUILD)/)"; \
 	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
 	git ls-files -z -c -o --exclude-standard | \
 		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
 	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
-		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV=$(REV) \
-		$(if $(DEB_EPOCH),SOURCE_DATE_EPOCH=$(DEB_EPOCH)) \
+		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV="$$rev" \
+		SOURCE_DATE_EPOCH=$(DEB_EPOCH) \
 		dpkg-buildpackage -us -uc -b >../build.log 2>&1) || \
 		{ tail -n 30 "$$tmp/build.log" >&2; exit 1; }; \
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \

@@ -181,8 +181,8 @@ static int parse_requirements(const struct json *j, int obj, struct app_compose 
 				return errbuf_set(err, EINVAL, "requirements.health_check: "
 						  "appears more than once");
 			seen_check = true;
-			/* {"enabled": ..., "health_file": ...} was a draft of
-			 * upstream's that no guest ever accepted. */
+			/* An object here ({"enabled": ..., "health_file": ...})
+			 * no guest accepts: upstream's field is a boolean. */
 			if (json_bool(j, v, &c->health_check) < 0)
 				return errbuf_set(err, EINVAL, "requirements.health_check: "
 						  "must be true or false, not %s%s",

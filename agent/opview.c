@@ -79,6 +79,27 @@ static void take_drains(struct opview *v)
 	pthread_mutex_unlock(&v->drain_lock);
 }
 
+enum opview_cause opview_failure_cause(enum source_kind k, enum err_kind e)
+{
+	if (e == ERR_KIND_NOMEM)
+		return CAUSE_MEMORY;
+	if (e == ERR_KIND_RUNTIME_FILE_UNREADABLE || e == ERR_KIND_RUNTIME_FILE_INVALID)
+		return CAUSE_RUNTIME_FILE;
+	/* Whatever else failed while the runtime was asked is the runtime's;
+	 * a status file's refresh that overran its timeout is not, whatever
+	 * its tag says. */
+	return k == SOURCE_DOCKER || k == SOURCE_NERDCTL ? CAUSE_RUNTIME : CAUSE_OTHER;
+}
+
+const char *opview_cause_name(enum opview_cause c)
+{
+	static const char *const names[N_CAUSES] = {
+		[CAUSE_RUNTIME] = "runtime", [CAUSE_RUNTIME_FILE] = "runtime_file",
+		[CAUSE_MEMORY] = "memory", [CAUSE_OTHER] = "other",
+	};
+	return (unsigned)c < N_CAUSES ? names[c] : "other";
+}
+
 static void record(struct opview *v, const struct opview_refresh *r)
 {
 	take_drains(v);
@@ -97,7 +118,8 @@ static void record(struct opview *v, const struct opview_refresh *r)
 	v->buckets[b]++;
 	v->duration_sum += (double)d / 1e6;
 	if (r->result < 0) {
-		v->failures_total++;
+		v->failures[opview_failure_cause(r->manifest_error ? SOURCE_NONE : source_kind(r->app),
+						 r->error_kind)]++;
 		v->last_failure_ms = r->end_ms;
 		snprintf(v->last_failure, sizeof(v->last_failure), "%s", r->error ? r->error : "");
 	}
@@ -516,9 +538,10 @@ static int metrics_text(struct opview *v, struct json_buf *b, const struct opvie
 		e = view_printf(b, "dstack_healthd_refreshes_total{trigger=\"%s\"} %llu\n",
 				trigger_names[t], (unsigned long long)v->refreshes[t]);
 	if (!e) e = view_prom_family(b, "dstack_healthd_refresh_failures_total", "counter",
-				     "refreshes that failed");
-	if (!e) e = view_prom_sample(b, "dstack_healthd_refresh_failures_total", NULL,
-				     (double)v->failures_total);
+				     "refreshes that failed, by cause");
+	for (int c = 0; !e && c < N_CAUSES; c++)
+		e = view_printf(b, "dstack_healthd_refresh_failures_total{cause=\"%s\"} %llu\n",
+				opview_cause_name(c), (unsigned long long)v->failures[c]);
 	if (!e) e = view_prom_family(b, "dstack_healthd_verdict_changes_total", "counter",
 				     "times the published verdict changed");
 	if (!e) e = view_prom_sample(b, "dstack_healthd_verdict_changes_total", NULL,

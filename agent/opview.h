@@ -26,6 +26,15 @@ enum opview_trigger { TRIGGER_TIMER, TRIGGER_EVENT, TRIGGER_RELOAD, TRIGGER_STAR
 enum { TRIGGER_DRAIN = N_TRIGGERS, TRIGGER_RESUME, N_HISTORY_TRIGGERS };
 #define OPVIEW_DRAIN_PENDING 8
 
+/* Why a refresh failed, for dstack_healthd_refresh_failures_total{cause}:
+ * an alert on the runtime must not count a status file's slow read. */
+enum opview_cause { CAUSE_RUNTIME, CAUSE_RUNTIME_FILE, CAUSE_MEMORY, CAUSE_OTHER, N_CAUSES };
+/* The cause of a failed refresh of a source of kind k (SOURCE_NONE when
+ * app-compose.json is unusable) whose error was tagged e. */
+enum opview_cause opview_failure_cause(enum source_kind k, enum err_kind e);
+/* Its label value: "runtime", "runtime_file", "memory", "other". */
+const char *opview_cause_name(enum opview_cause c);
+
 struct opview_change {
 	int64_t time_ms;
 	bool healthy;
@@ -70,7 +79,7 @@ struct opview {
 	unsigned durations_n, durations_next;
 	uint64_t buckets[OPVIEW_BUCKETS + 1];
 	double duration_sum;
-	uint64_t refreshes[N_TRIGGERS], failures_total, changes_total;
+	uint64_t refreshes[N_TRIGGERS], failures[N_CAUSES], changes_total;
 	int64_t last_start_ms, last_end_ms, last_duration_us, last_failure_ms;
 	char last_failure[ERRBUF_SIZE];
 	/* The first refresh of the next refresher: start or reload. */
@@ -103,6 +112,7 @@ struct opview_refresh {
 	int64_t duration_us;        /* measured on CLOCK_MONOTONIC */
 	int result;                 /* source_refresh's */
 	const char *error;          /* when result < 0 */
+	enum err_kind error_kind;   /* error's tag */
 	unsigned failures_in_row;
 	const struct verdict *published;
 	const struct source_detail *detail;

@@ -229,7 +229,7 @@ static void tell_view(struct refresher *rf, bool by_event, int64_t real_start, i
 		.trigger = !rf->ran_once ? rf->view->first_trigger
 			   : by_event	 ? TRIGGER_EVENT : TRIGGER_TIMER,
 		.start_ms = real_start, .end_ms = clock_real_ms(), .duration_us = us, .result = r,
-		.error = err->msg, .failures_in_row = rf->st.failures,
+		.error = err->msg, .error_kind = err->kind, .failures_in_row = rf->st.failures,
 		.published = &rf->st.current, .detail = d,
 	};
 	pthread_mutex_lock(&rf->lock);

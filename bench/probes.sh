@@ -34,11 +34,13 @@ stop_all() {
 	for p in "${PIDS[@]}"; do
 		kill -TERM "$p" 2>/dev/null
 	done
-	for p in "${PIDS[@]}"; do
-		timeout 10 tail --pid="$p" -f /dev/null 2>/dev/null || kill -KILL "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
-	done
+	for p in "${PIDS[@]}"; do ended "$p"; done
 	PIDS=()
+}
+# ended PID: after its TERM, 10 s for PID to end, then KILL; reaped.
+ended() {
+	timeout 10 tail --pid="$1" -f /dev/null 2>/dev/null || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null # bounded: gone (ended or killed)
 }
 trap 'stop_all; rm -rf "$T"' EXIT
 trap 'exit 130' INT TERM
@@ -123,10 +125,11 @@ load() {
 	CPU_PCT=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v ns=$((t1 - t0)) \
 		'BEGIN { printf "%.2f", 100 * c / hz / (ns / 1e9) }')
 	t0=$(date +%s%N) c0=$(cpu_now)
-	"${GEN[@]}" "$OL" "$port" 100 "$SECS" 8 close json >"$T/ol-$name.txt" 2>&1 &
+	timeout --foreground $((SECS + 30)) "${GEN[@]}" "$OL" "$port" 100 "$SECS" 8 close json \
+		>"$T/ol-$name.txt" 2>&1 &
 	local ol=$!
 	while kill -0 "$ol" 2>/dev/null; do sample; sleep 0.02; done
-	wait "$ol"
+	wait "$ol" # bounded: timeout
 	t1=$(date +%s%N) c1=$(cpu_now)
 	CPU_LOAD=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v ns=$((t1 - t0)) \
 		'BEGIN { printf "%.2f", 100 * c / hz / (ns / 1e9) }')
@@ -140,7 +143,7 @@ PEER=$!
 load probes --probe-port 19200 --probe-interval 1s
 P_CPU=$CPU_PCT P_CPUL=$CPU_LOAD P_ANON=$ANON P_P99=$P99_MS P_OK=$OK
 kill -TERM "$PEER" 2>/dev/null
-wait "$PEER" 2>/dev/null
+ended "$PEER"
 load noprobes
 N_CPU=$CPU_PCT N_CPUL=$CPU_LOAD N_ANON=$ANON N_P99=$P99_MS N_OK=$OK
 

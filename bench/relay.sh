@@ -101,8 +101,8 @@ relay_section() {
 	PIDS+=($pp)
 	python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$rl_port" --duration "$LD" \
 		--gap 200 --timeout 2 >"$T/relay_poll.out" 2>&1
-	wait "$pp"
-	wait "$sp"
+	wait "$pp" # bounded: timeout
+	wait "$sp" # bounded: timeout
 	mem_stop "$rl_pid"
 	poll=$(cat "$T/relay_poll.out")
 	streams=$(cat "$T/relay_streams.out")
@@ -233,10 +233,10 @@ hold_run() {
 	fi
 	timeout --foreground $((HOLD_S + 30)) python3 bench/relay_load.py poll "127.0.0.1:$port" /1k \
 		"$HOLD_S" 200 >"$T/hold.$name.dash" 2>&1
-	[ -n "${hp:-}" ] && wait "$hp"
+	[ -n "${hp:-}" ] && wait "$hp" # bounded: timeout
 	mem_stop "$pid"
-	kill -TERM "$idle" "$slow" 2>/dev/null
-	wait "$idle" "$slow"
+	stop_pid "$idle"
+	stop_pid "$slow"
 	cat "$T/hold.$name".* >>"$T/relay.log"
 }
 

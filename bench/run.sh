@@ -67,7 +67,7 @@ DOCKERD_PID=
 # Ours only: a pid is signalled while it is still a live job of this shell.
 stop_pid() {
 	local p=$1 i
-	jobs -p | grep -qx -- "$p" || { wait "$p" 2>/dev/null; return 0; }
+	jobs -p | grep -qx -- "$p" || { wait "$p" 2>/dev/null; return 0; } # bounded: gone (not a live job)
 	kill -TERM "$p" 2>/dev/null
 	for i in $(seq 100); do
 		kill -0 "$p" 2>/dev/null || break
@@ -75,7 +75,7 @@ stop_pid() {
 		sleep 0.05
 	done
 	kill -KILL "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
+	wait "$p" 2>/dev/null # bounded: gone (ended or killed)
 	return 0
 }
 
@@ -196,8 +196,7 @@ mem_start() {
 	PIDS+=($!)
 }
 mem_stop() { # the maxima of RssAnon and VmRSS in kB into MEM_ANON, MEM_RSS
-	kill -TERM "$MEM_PID" 2>/dev/null
-	wait "$MEM_PID" 2>/dev/null
+	stop_pid "$MEM_PID"
 	read -r MEM_ANON MEM_RSS <"$T/mem.$1"
 }
 mem_now() { awk '/^RssAnon:/ {a=$2} /^VmRSS:/ {v=$2} END {print a, v}' "/proc/$1/status"; }
@@ -720,13 +719,13 @@ LS=${BENCH_ATTACK_SECONDS:-8}
 listener_attack() { # listener_attack LABEL KIND SOURCES CONNS
 	local label=$1 sum res pp
 	mem_start "$L_PID"
-	python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$L_PORT" --duration $((LS + 1)) \
-		--gap 200 --timeout 2 >"$T/poll.$label" &
+	timeout --foreground $((LS + 30)) python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$L_PORT" \
+		--duration $((LS + 1)) --gap 200 --timeout 2 >"$T/poll.$label" &
 	pp=$!
 	PIDS+=($pp)
 	res=$(timeout --foreground $((LS + 30)) python3 tests/fakes/abuse_client.py \
 		--target "127.0.0.1:$L_PORT" --attack "$2" --duration "$LS" --sources "$3" --conns "$4")
-	wait "$pp"
+	wait "$pp" # bounded: timeout
 	mem_stop "$L_PID"
 	sum=$(cat "$T/poll.$label")
 	echo "$label $sum $res" >>"$T/listener.log"

@@ -10,7 +10,10 @@
 # `BUILD/fuzz_T FILE`. Exit status 1 when any target failed.
 # Every target runs with one seed, FUZZ_SEED or one drawn here, printed
 # first: the same seed, corpus and run count replay the same inputs
-# (fuzz/README, "Replaying a run").
+# (fuzz/README, "Replaying a run"). A failed smoke point prints both
+# replays: the input's file, and the seed with the count of runs up to the
+# failing one (libFuzzer's final stats, which it prints on a crash too,
+# where its "Done N runs" line is missing).
 set -u
 cd "$(dirname "$0")/.."
 mode=$1 build=$2 secs=$3 jobs=$4
@@ -30,7 +33,7 @@ one() { # one TARGET: runs it, leaves BUILD/fuzz_T.log and .rc
 	local t=$1 bin=$build/fuzz_$1 seeds=fuzz/corpus/$1 log=$build/${mode}_$1.log work rc=0
 	: >"$log"
 	if [ "$mode" = smoke ]; then
-		"$bin" "${opts[@]}" -runs=0 "$seeds" >>"$log" 2>&1 || rc=$?
+		"$bin" "${opts[@]}" -runs=0 -artifact_prefix="$build/crashes/$t-" "$seeds" >>"$log" 2>&1 || rc=$?
 		work=$(mktemp -d "$build/corpus/$t.XXXXXX")
 	else
 		work=$build/corpus/$t
@@ -63,8 +66,12 @@ failed=0 n=0
 for t in "$@"; do
 	n=$((n + 1))
 	log=$build/${mode}_$t.log rc=$(cat "$build/${mode}_$t.rc")
-	runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n1)
+	# The last run's, ended or crashed (smoke: the seeds' replay, then the
+	# run from them; a crash in the first ends it).
+	runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\)$/\1/p' "$log" | tail -n1)
 	took=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n1)
+	unit=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n1)
+	fuzzing=$(grep -c '^INFO: Seed: ' "$log")
 	crashes=$(grep -c 'Test unit written to' "$log")
 	if [ "$rc" -ne 0 ]; then
 		failed=1
@@ -75,7 +82,14 @@ for t in "$@"; do
 			echo "ok $n - fuzz_$t: seeds replayed, ${runs:-?} runs in ${took:-?} s (seed $seed)"
 		else
 			echo "not ok $n - fuzz_$t: exit status $rc (log: $log)"
-			echo "# replay: FUZZ_SEED=$seed FUZZ_RUNS=${runs:-N} make fuzz-smoke FUZZ_TARGETS=$t"
+			[ -z "$unit" ] || echo "# replay the input: $build/fuzz_$t $unit"
+			if [ "$fuzzing" -lt 2 ]; then
+				echo "# a seed of fuzz/corpus/$t failed: FUZZ_SEED=$seed make fuzz-smoke FUZZ_TARGETS=$t"
+			elif [ -n "$runs" ]; then
+				echo "# replay the run: FUZZ_SEED=$seed FUZZ_RUNS=$runs make fuzz-smoke FUZZ_TARGETS=$t"
+			else
+				echo "# replay the run: FUZZ_SEED=$seed make fuzz-smoke FUZZ_TARGETS=$t (no run count in $log)"
+			fi
 		fi
 	else
 		printf '%-14s %12s runs %6s s %3s crash(es)%s\n' "$t" "${runs:-?}" "${took:-?}" \

@@ -3,8 +3,11 @@
 # The shipped Prometheus alerting rules (packaging/prometheus, README
 # "Alerts"): promtool checks them and runs their unit tests (series for each
 # alert and its near misses); and every metric they read is one the agent
-# exports, on an agent that has all of them (a relay, a verdict file), so
-# that renaming a metric fails here rather than silence an alert.
+# exports, on an agent that has all of them (a relay, a verdict file), with
+# every label value they select, so that renaming a metric or a label value
+# fails here rather than silence an alert; and the failures the runtime rule
+# reads are the runtime's: an agent whose Docker is not there counts them
+# under cause="runtime", a status-file app under none.
 # The rules do not depend on the build: tests/run: once
 set -u
 cd "$(dirname "$0")/../.."
@@ -15,6 +18,7 @@ BIN=${HEALTHD_BUILD:-build}/dstack-healthd
 RULES=packaging/prometheus/dstack-healthd.rules.yml
 . tests/lib/scratch.sh
 
+diag "$(promtool --version 2>&1 | head -n 1)"
 promtool check rules "$RULES" >"$T/check.out" 2>&1
 ok $? "promtool check rules $RULES"
 sed 's/^/# /' "$T/check.out"
@@ -40,4 +44,32 @@ for m in $(grep -o 'dstack_healthd_[a-z_]*' "$RULES" | sort -u); do
 	grep -q "^$m[ {]" "$T/metrics" || missing="$missing $m"
 done
 is "$missing" "" "every metric the rules read is on /metrics ($(grep -o 'dstack_healthd_[a-z_]*' "$RULES" | sort -u | wc -l) of them)"
+# Each selector's label values, e.g. {cause="runtime"}: a series with each.
+missing= n=0
+for sel in $(grep -o 'dstack_healthd_[a-z_]*{[^}]*}' "$RULES" | sort -u); do
+	m=${sel%%\{*}
+	for kv in $(printf '%s\n' "${sel#*\{}" | tr -d '}' | tr ',' ' '); do
+		n=$((n + 1))
+		grep -q "^$m{\(.*,\)\?$kv[,}]" "$T/metrics" || missing="$missing $m{$kv}"
+	done
+done
+is "$missing" "" "every label value the rules select is on /metrics ($n of them)"
+failures() { awk -v s="dstack_healthd_refresh_failures_total{cause=\"$2\"}" '$1 == s { print $2 }' "$1"; }
+is "$(failures "$T/metrics" runtime)" 0 "a status-file app: no refresh failure counted as the runtime's"
+
+# An agent whose Docker socket is not there: its failures are the runtime's.
+printf '{"manifest_version":"3","name":"a","runner":"docker-compose","requirements":{"health_check":true}}\n' \
+	>"$T/docker.json"
+printf '{"project":"a","namespace":"","snapshotter":""}\n' >"$T/rt.json"
+"$BIN" --listen 127.0.0.1:0 --control-socket "$T/ctl2.sock" --compose-file "$T/docker.json" \
+	--runtime-file "$T/rt.json" --docker-host "unix://$T/none.sock" --interval 0.5 >"$T/agent2.log" 2>&1 &
+PIDS+=($!)
+failed_twice() {
+	curl -s --max-time 5 --unix-socket "$T/ctl2.sock" http://x/metrics >"$T/metrics2" &&
+		[ "$(failures "$T/metrics2" runtime)" -ge 2 ] 2>/dev/null
+}
+wait_for 30 failed_twice
+ok $? "Docker not there: refresh failures counted under cause=\"runtime\" ($(failures "$T/metrics2" runtime))"
+is "$(failures "$T/metrics2" other) $(failures "$T/metrics2" runtime_file) $(failures "$T/metrics2" memory)" "0 0 0" \
+	"and under no other cause"
 done_testing

@@ -21,7 +21,7 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 track() { PIDS+=("$1"); }
 # stop PID: TERM, then KILL after 10 s; only our own live background jobs.
 stop() {
-	jobs -p | grep -qx -- "$1" || { wait "$1" 2>/dev/null; return 0; }
+	jobs -p | grep -qx -- "$1" || { wait "$1" 2>/dev/null; return 0; } # bounded: gone (not a live job: returns at once)
 	kill -TERM "$1" 2>/dev/null
 	wait_for 30 pid_gone "$1" || kill -KILL "$1" 2>/dev/null
 	reap 10 "$1" 2>/dev/null

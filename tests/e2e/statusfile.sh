@@ -422,7 +422,7 @@ mlike "$view" "  the app started [0-9T:.-]+Z \\(runtime file\\); written before 
 printf 'healthy\n%s\n' "$(now)" >"$T/st/run.new" && mv "$T/st/run.new" "$T/st/run"
 ok "$(wait_for 20 served '"healthy": true'; echo $?)" "restart: healthy once the app writes anew"
 kill "$SERVER_PID"
-wait "$SERVER_PID" 2>/dev/null
+reap 30 "$SERVER_PID" 2>/dev/null
 SERVER_PID=
 
 # A failing refresh's detail (here Docker's socket is not there), with the

@@ -38,7 +38,7 @@ dh_child() {
 # dh_kill PID: TERM, wait up to 10 s, then KILL, and reap. Only a live child
 # of this shell is signalled.
 dh_kill() {
-	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; }
+	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; } # bounded: gone (not a live child)
 	kill -TERM "$1" 2>/dev/null
 	if ! wait_for 30 pid_gone "$1"; then
 		diag "pid $1 ignored SIGTERM for 10 s, killing it"

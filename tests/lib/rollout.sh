@@ -105,7 +105,7 @@ ro_compose_all() { # in parallel, on every instance
 		ro_compose "$n" "$@" &
 		pids+=($!)
 	done
-	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done # bounded: timeout (ro_compose)
 	return $rc
 }
 

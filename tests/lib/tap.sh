@@ -85,10 +85,10 @@ reap() {
 			"state $(sed -n 's/^State:[[:space:]]*//p' "/proc/$2/status" 2>/dev/null)," \
 			"waiting in $(cat "/proc/$2/wchan" 2>/dev/null)"
 		kill -KILL "$2" 2>/dev/null
-		wait "$2" 2>/dev/null
+		wait "$2" 2>/dev/null # bounded: reap (killed)
 		return 124
 	fi
-	wait "$2"
+	wait "$2" # bounded: reap (gone)
 }
 # pid_gone PID: a zombie child still answers kill -0; a process that is gone
 # or a zombie has ended.

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Table tests for the pure parts of the operator's view: the pollers table
  * (bounded, least recently seen dropped first), the percentile, probe output
- * escaping, the Prometheus text encoders, and what the inspect parser and
- * the status file peek keep for the view. */
+ * escaping, the Prometheus text encoders, what the inspect parser and the
+ * status file peek keep for the view, and the cause a failed refresh is
+ * counted under. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/opview.h"
 #include "base/pollers.h"
 #include "base/view.h"
 #include "runtime/inspect.h"
@@ -206,6 +208,37 @@ static void test_statusfile_peek(void)
 	}
 }
 
+/* dstack_healthd_refresh_failures_total{cause}: "runtime" only where a
+ * runtime was asked (the alert DstackHealthdRuntimeUnreachable reads it). */
+static void test_failure_cause(void)
+{
+	static const struct {
+		enum source_kind k;
+		enum err_kind e;
+		const char *cause;
+	} cases[] = {
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_UNREACHABLE, "runtime" },
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_STATUS, "runtime" },
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_ANSWER, "runtime" },
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_TIMEOUT, "runtime" },
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_TOO_OLD, "runtime" },
+		{ SOURCE_DOCKER, ERR_KIND_NONE, "runtime" },
+		{ SOURCE_NERDCTL, ERR_KIND_RUNTIME_UNREACHABLE, "runtime" },
+		{ SOURCE_NERDCTL, ERR_KIND_RUNTIME_FILE_UNREADABLE, "runtime_file" },
+		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_FILE_INVALID, "runtime_file" },
+		{ SOURCE_DOCKER, ERR_KIND_NOMEM, "memory" },
+		{ SOURCE_STATUS_FILE, ERR_KIND_NOMEM, "memory" },
+		/* A status file's refresh that overran is tagged as a runtime's
+		 * timeout; no runtime was asked. */
+		{ SOURCE_STATUS_FILE, ERR_KIND_RUNTIME_TIMEOUT, "other" },
+		{ SOURCE_STATUS_FILE, ERR_KIND_NONE, "other" },
+		{ SOURCE_NONE, ERR_KIND_COMPOSE, "other" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		is_str(opview_cause_name(opview_failure_cause(cases[i].k, cases[i].e)), cases[i].cause,
+		       "failure cause case %zu: source %d, kind %d", i, cases[i].k, cases[i].e);
+}
+
 int main(void)
 {
 	test_pollers();
@@ -214,5 +247,6 @@ int main(void)
 	test_prom();
 	test_inspect_probe();
 	test_statusfile_peek();
+	test_failure_cause();
 	return done_testing();
 }
