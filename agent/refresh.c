@@ -278,12 +278,15 @@ static bool refresh_publish(struct refresher *rf, bool by_event, int64_t start, 
 	int64_t end = clock_mono_ms();
 	if (r >= 0 && end > deadline) {
 		/* A source that overran its deadline answered about a moment
-		 * that is already gone. */
+		 * that is already gone. Only a container source asked a
+		 * runtime: the public words must not blame one that was not. */
+		enum source_kind k = rf->m->ok ? source_kind(&rf->m->app) : SOURCE_NONE;
 		verdict_free(&v);
 		r = errbuf_set(&err, ETIMEDOUT, "refresh took %.1f s, longer than the %.1f s limit",
 			       (double)(end - start) / 1000,
 			       (double)rf->cfg->refresh_timeout_ms / 1000);
-		errbuf_tag(&err, ERR_KIND_RUNTIME_TIMEOUT, r);
+		errbuf_tag(&err, k == SOURCE_DOCKER || k == SOURCE_NERDCTL ? ERR_KIND_RUNTIME_TIMEOUT
+									 : ERR_KIND_REFRESH_TIMEOUT, r);
 	} else if (r == -ENOMEM) {
 		errbuf_tag(&err, ERR_KIND_NOMEM, errbuf_set(&err, ENOMEM, "out of memory"));
 	}

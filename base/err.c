@@ -85,6 +85,7 @@ static const char *const kind_text[ERR_KIND_COUNT] = {
 		"the container runtime took longer than the refresh timeout",
 	[ERR_KIND_RUNTIME_TOO_OLD] =
 		"the container runtime is too old (Docker API before 1.24)",
+	[ERR_KIND_REFRESH_TIMEOUT] = "the refresh took longer than the refresh timeout",
 };
 
 const char *err_kind_text(enum err_kind k)

@@ -42,6 +42,8 @@ enum err_kind {
 	ERR_KIND_RUNTIME_ANSWER,
 	ERR_KIND_RUNTIME_TIMEOUT,
 	ERR_KIND_RUNTIME_TOO_OLD,
+	/* A refresh that asked no runtime (a status file) and overran. */
+	ERR_KIND_REFRESH_TIMEOUT,
 	ERR_KIND_COUNT
 };
 

@@ -19,6 +19,9 @@ pkgs_test="$pkgs_test lintian"
 # The sidecar's verdict file judged at a later clock, so that ageing out
 # needs no minute of waiting (tests/e2e/sidecar.sh).
 pkgs_test="$pkgs_test faketime"
+# A status file whose open is held past the refresh timeout, injected by
+# strace (tests/e2e/public_errors.sh).
+pkgs_test="$pkgs_test strace"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"

@@ -112,6 +112,36 @@ out=$("$BIN" --once --compose-file "$D/sf.json" 2>/dev/null)
 is "$out" '{"healthy":false,"unhealthy":[{"name":"<health_file>","status":"the status file is a FIFO; it must be a regular file"}],"error":""}' \
 	"statusfile-fifo: an entry in the agent's words, error empty, no path"
 
+# A status file's refresh that overruns its timeout asked no runtime, and
+# the public words must not blame one: strace holds each open of the file
+# for 1.5 s, past a 1 s refresh timeout (the read itself never waits).
+if command -v strace >/dev/null 2>&1 &&
+	strace -qq -o /dev/null -e trace=none true 2>/dev/null; then
+	printf 'healthy\n%s\n' "$(date +%s)" >"$D/slow-health"
+	printf '{"manifest_version":"3","runner":"bash","requirements":{"health_check":true,"health_status_file":"%s"}}\n' \
+		"$D/slow-health" >"$D/slow.json"
+	strace -f -qq -o /dev/null -P "$D/slow-health" -e trace=openat \
+		-e inject=openat:delay_exit=1500000 \
+		"$BIN" --listen "unix:$T/slow.sock" --interval 2 --refresh-timeout 1 \
+		--compose-file "$D/slow.json" 2>"$T/slow.log" &
+	spid=$!
+	PIDS+=($spid)
+	# strace waits for the agent it started: the agent is the one signalled.
+	wait_for 30 test -s "/proc/$spid/task/$spid/children"
+	apid=$(cat "/proc/$spid/task/$spid/children")
+	PIDS+=($apid)
+	wait_for 60 sh -c "curl -s --max-time 10 --unix-socket '$T/slow.sock' -X POST \
+		'http://x/prpc/v1/Health?json' -d '{}' | grep -q '\"error\":\"[^\"]'"
+	is "$(json "$T/slow.sock")" '{"healthy":false,"unhealthy":[],"error":"the refresh took longer than the refresh timeout"}' \
+		"statusfile-timeout: a status file's overrun blames no container runtime"
+	like "$(cat "$T/slow.log")" 'refresh took [0-9.]+ s, longer than the 1.0 s limit' \
+		"statusfile-timeout: the log has the time it took"
+	kill -TERM $apid
+	reap 30 "$spid"
+else
+	diag "statusfile-timeout: skipped, strace cannot trace here"
+fi
+
 # app-compose.json: named, its path is not; the field names are.
 printf '{"manifest_version":"3","runner":"docker-compose","requirements":{"health_status_file":"rel"}}\n' \
 	>"$D/rel.json"

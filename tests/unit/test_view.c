@@ -228,8 +228,8 @@ static void test_failure_cause(void)
 		{ SOURCE_DOCKER, ERR_KIND_RUNTIME_FILE_INVALID, "runtime_file" },
 		{ SOURCE_DOCKER, ERR_KIND_NOMEM, "memory" },
 		{ SOURCE_STATUS_FILE, ERR_KIND_NOMEM, "memory" },
-		/* A status file's refresh that overran is tagged as a runtime's
-		 * timeout; no runtime was asked. */
+		/* A status file's refresh that overran asked no runtime. */
+		{ SOURCE_STATUS_FILE, ERR_KIND_REFRESH_TIMEOUT, "other" },
 		{ SOURCE_STATUS_FILE, ERR_KIND_RUNTIME_TIMEOUT, "other" },
 		{ SOURCE_STATUS_FILE, ERR_KIND_NONE, "other" },
 		{ SOURCE_NONE, ERR_KIND_COMPOSE, "other" },
