@@ -396,6 +396,8 @@ static void *gate_run(void *arg)
 {
 	struct gate *g = arg;
 	struct epoll_event ev[64];
+	/* Told apart in top -H and /proc/PID/task (its CPU, a test's ptrace). */
+	pthread_setname_np(pthread_self(), "healthd-gate");
 	for (;;) {
 		int64_t now = clock_mono_ms();
 		int wait = sweep(g, now);

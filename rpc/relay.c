@@ -570,6 +570,8 @@ static void *relay_run(void *arg)
 {
 	struct relay *r = arg;
 	struct epoll_event ev[64];
+	/* Told apart in top -H and /proc/PID/task (its CPU, a test's ptrace). */
+	pthread_setname_np(pthread_self(), "healthd-relay");
 	for (;;) {
 		r->now = clock_mono_ms();
 		int wait = sweep(r);
