@@ -58,7 +58,7 @@ struct gate_opts {
  * head longer than this is refused as nginx refuses one past its default
  * buffers (4 x 8 KiB, no tighter, so that a browser's cookies still fit):
  * 414 when the request line alone is longer, 400 otherwise. The public
- * listener's receive buffer is raised to hold it when it cannot. */
+ * listener's receive buffer is fixed to hold it, and no more (rpc/gate.c). */
 #define GATE_HEAD_MAX 32768
 
 enum gate_route {

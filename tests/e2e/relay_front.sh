@@ -14,6 +14,8 @@
 #     relayed; with every slot taken the quietest is evicted, and only busy
 #     slots make a newcomer wait (503); a relayed connection quiet for
 #     relay_idle_timeout is reset;
+#   - heads dripped a byte per segment by 50 connections leave Health
+#     polls answered;
 #   - the first head's bound, 32768 bytes, by lengths written out here: a
 #     30000-byte head is relayed, a 40000-byte one answered 400, a
 #     40000-byte request line 414;
@@ -176,6 +178,21 @@ is "$out" "HTTP/1.1 414 URI Too Long" "a 40000-byte request line is answered 414
 is "$(relay_field A head_too_large) $(relay_field A total)" "2 1" \
 	"/status: head_too_large 2, and only the 30000-byte head relayed"
 
+# --- heads dripped a byte per segment -------------------------------------------------
+# 50 connections from 127.0.0.3 send relay-bound heads one byte per send, as
+# fast as they go, up to 32000 bytes, then reset and start again. Looked at
+# on every arrival (a peek of all that is queued, which costs the kernel a
+# walk of the queue per segment it copies), with the receive queue
+# autotuned to thousands of such segments, they kept the gate thread so
+# busy that 4 Health polls of 14 timed out. Every poll must be answered.
+agent K - --relay "127.0.0.1:$G" || { echo "not ok - agent K did not start"; exit 1; }
+bg_client DRIP "$K" drip 50 12 32000 --from 127.0.0.3
+python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$K" --duration 8 --gap 200 >"$T/drip_poll.out"
+reap 60 "$DRIP_PID"
+read -r polls okn <<<"$(sed -n 's/^polls=\([0-9]*\) ok=\([0-9]*\).*/\1 \2/p' "$T/drip_poll.out")"
+[ "${polls:-0}" -ge 10 ] && [ "$okn" = "$polls" ]
+ok $? "50 connections dripping heads a byte per segment: every Health poll answered ($(cat "$T/drip_poll.out"); $(cat "$T/DRIP.out"))"
+
 # --- a reset mid-answer is passed on as a reset ---------------------------------------
 out=$(python3 "$CL" "$A" ending /cut)
 like "$out" '^reset [0-9]+ ' "a guest agent that resets mid-answer (a close-delimited body): the client sees a reset ($out)"
@@ -313,7 +330,7 @@ is "$(sed -n 's/^dstack_healthd_relay_evicted_total //p' "$T/metrics")" "$(relay
 
 # --- a receive buffer too small for the bound ----------------------------------------
 # net.ipv4.tcp_rmem made small in the namespace (8 KiB): the listener's
-# buffer is raised to hold a 30000-byte head, which is relayed instead of
+# buffer is fixed to hold a 30000-byte head, which is relayed instead of
 # stalling until header_timeout.
 if [ -n "$NETNS" ]; then
 	sysctl -qw net.ipv4.tcp_rmem="4096 8192 8192"

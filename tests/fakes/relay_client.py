@@ -43,6 +43,12 @@
         that is closed S seconds later (default 0.2), until SIGTERM; prints "opened=N" once the first
         N have sent their request, then "opened=N closed_by_server=N
         reset=N answered=N" at the end
+  relay_client.py PORT drip N SECONDS BYTES [--from ADDR]
+        N connections (from ADDR, default 127.0.0.1) that each send a
+        relay-bound head's first line and a Cookie header, then one byte
+        per send, as fast as the sockets take them, up to BYTES in all; one
+        that reaches BYTES, or is closed, is reset and opened again; for
+        SECONDS. Prints "bytes=N heads=N" (bytes sent, connections opened)
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
 """
 import hashlib
@@ -193,6 +199,8 @@ def main():
         print("body=%d" % len(body))
     elif what == "hold":
         hold(port, int(args[0]), args[1], args[2:])
+    elif what == "drip":
+        drip(port, int(args[0]), float(args[1]), int(args[2]), args[3:])
     else:
         sys.exit("unknown: " + what)
 
@@ -301,6 +309,48 @@ def hold(port, n, path, opts):
                 due.append(time.monotonic() + later)
     print("opened=%d closed_by_server=%d reset=%d answered=%d" % (
         stats["opened"], stats["closed"], stats["reset"], stats["answered"]))
+
+
+def drip(port, n, seconds, most, opts):
+    """A head a byte at a time on each of n connections, as fast as it goes."""
+    src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
+    first = b"GET /logs/drip HTTP/1.1\r\nHost: x\r\nCookie: "
+    total = heads = 0
+
+    def one():
+        nonlocal heads
+        s = socket.socket()
+        s.bind((src, 0))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            s.connect(("127.0.0.1", port))
+        except OSError:
+            pass
+        s.setblocking(False)
+        heads += 1
+        return [s, 0]
+
+    conns = [one() for _ in range(n)]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for c in conns:
+            s, sent = c
+            try:
+                if sent >= most:
+                    raise ConnectionResetError
+                sent += s.send(first if sent == 0 else b"a")
+                c[1] = sent
+                total += 1 if sent > len(first) else len(first)
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+                c[:] = one()
+    for s, _ in conns:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    print("bytes=%d heads=%d" % (total, heads))
 
 
 def flood(port, n, seconds):
