@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,7 @@ struct gate {
 	MHD_RequestCompletedCallback completed;
 	void *completed_cls;
 	struct relay *relay;
+	atomic_uint_fast64_t head_timeout, evicted; /* struct gate_stats */
 };
 
 static void unlink_conn(struct conn *k)
@@ -195,15 +197,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 		g->completed(g->completed_cls, c, req_cls, toe);
 }
 
+/* Closes a connection still waiting for its request, at its deadline
+ * (timeout) or to make room. Counted as the relay's when its first line
+ * said it was for the relay, else as the gate's. */
+static void cut(struct gate *g, struct conn *k, bool timeout)
+{
+	if (k->head)
+		relay_count_head(g->relay, timeout ? RELAY_HEAD_TIMEOUT : RELAY_HEAD_EVICTED);
+	else
+		atomic_fetch_add(timeout ? &g->head_timeout : &g->evicted, 1);
+	doom(g, k);
+}
+
 /* Closes what is past its deadline; ms to the next deadline, or -1. */
 static int sweep(struct gate *g, int64_t now)
 {
 	struct conn *k;
-	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms) {
-		if (k->head)
-			relay_count_head(g->relay, RELAY_HEAD_TIMEOUT);
-		doom(g, k);
-	}
+	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms)
+		cut(g, k, true);
 	return k ? (int)(k->since + g->head_timeout_ms - now) : -1;
 }
 
@@ -410,7 +421,7 @@ static void take_new(struct gate *g, int64_t now)
 		/* Full: the connection that has waited longest for its request
 		 * makes room (a poll in the backlog is newer than any of them). */
 		if (g->open - g->doomed >= g->slots)
-			doom(g, oldest(g));
+			cut(g, oldest(g), false);
 		look(g, conn_get(g, fd, now), &a.sa, alen, false);
 	}
 }
@@ -670,6 +681,12 @@ int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err)
 	}
 	*out = g;
 	return 0;
+}
+
+void gate_stats(struct gate *g, struct gate_stats *out)
+{
+	out->head_timeout = atomic_load(&g->head_timeout);
+	out->evicted = atomic_load(&g->evicted);
 }
 
 void gate_stop(struct gate *g)

@@ -78,11 +78,23 @@ enum gate_route {
  * whole; any other is the relay's once its whole head is there. */
 enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay);
 
+/* Connections the gate closed before they completed a request, other
+ * than those its first line showed to be for the relay (the relay counts
+ * those: relay_count_head): Health's, fresh or kept alive between
+ * requests, and those whose first line never ended, which nothing shows
+ * to be for either. For the local view only. */
+struct gate_stats {
+	uint64_t head_timeout; /* no request complete within head_timeout_ms */
+	uint64_t evicted;      /* the longest waiting, when the slots were full */
+};
+
 struct gate;
 
 int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err);
 /* Stops accepting, closes the listener and every connection, joins the
  * thread. NULL is fine. */
 void gate_stop(struct gate *g);
+/* Any thread. */
+void gate_stats(struct gate *g, struct gate_stats *out);
 
 #endif
