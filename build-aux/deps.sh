@@ -19,6 +19,10 @@ pkgs_test="$pkgs_test lintian"
 # The sidecar's verdict file judged at a later clock, so that ageing out
 # needs no minute of waiting (tests/e2e/sidecar.sh).
 pkgs_test="$pkgs_test faketime"
+# The relay front's test in its own network namespace (tests/e2e/relay_front.sh):
+# unshare and prlimit (util-linux), nft to make a peer vanish; ip, ss and
+# sysctl come with iproute2 and procps above. Without them its points skip.
+pkgs_test="$pkgs_test util-linux nftables"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"
