@@ -55,11 +55,13 @@
 #define RELAY_PENDING 512
 /* The idle limit's default: a link that moves no byte either way for this
  * long is closed. Longer than the dstack gateway's own proxy keeps a quiet
- * connection (gateway.toml [core.proxy.timeouts] idle = "10m", sampled by
- * gateway/src/proxy/idle.rs four times per window: cut after 10 to 12.5
- * minutes), so that a followed log stream that is quiet is ended by the
- * gateway, or by the guest agent itself (its /logs stream ends after 600 s
- * without a line, guest-agent/src/http_routes.rs), never by the relay. */
+ * connection (Dstack-TEE/dstack dstack/gateway/gateway.toml
+ * [core.proxy.timeouts] idle = "10m", sampled by
+ * dstack/gateway/src/proxy/idle.rs four times per window: cut after 10 to
+ * 12.5 minutes), so that a followed log stream that is quiet is ended by
+ * the gateway, or by the guest agent itself (its /logs stream ends after
+ * 600 s without a line, dstack/guest-agent/src/http_routes.rs), never by
+ * the relay. */
 #define RELAY_IDLE_TIMEOUT_MS (15 * 60 * 1000)
 /* TCP keepalive's default, seconds (relay_keepalive): see relay_keepalive(). */
 #define RELAY_KEEPALIVE_S 60
