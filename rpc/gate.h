@@ -81,8 +81,9 @@ enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, b
 /* Connections the gate closed before they completed a request, other
  * than those its first line showed to be for the relay (the relay counts
  * those: relay_count_head): Health's, fresh or kept alive between
- * requests, and those whose first line never ended, which nothing shows
- * to be for either. For the local view only. */
+ * requests, and those whose first line was not seen whole, which nothing
+ * shows to be for either (one evicted in a burst before the gate looked at
+ * bytes that had just come is among them). For the local view only. */
 struct gate_stats {
 	uint64_t head_timeout; /* no request complete within head_timeout_ms */
 	uint64_t evicted;      /* the longest waiting, when the slots were full */
