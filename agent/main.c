@@ -501,6 +501,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	co.server = srv;
 	char local[600] = "; no control socket";
 	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
 		log_msg(LOG_WARNING, "control socket: %s; the local view is off", err.msg);

@@ -22,6 +22,10 @@ pkgs_test="$pkgs_test faketime"
 # A status file whose open is held past the refresh timeout, injected by
 # strace (tests/e2e/public_errors.sh).
 pkgs_test="$pkgs_test strace"
+# The relay front's test in its own network namespace (tests/e2e/relay_front.sh):
+# unshare and prlimit (util-linux), nft to make a peer vanish; ip, ss and
+# sysctl come with iproute2 and procps above. Without them its points skip.
+pkgs_test="$pkgs_test util-linux nftables"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"

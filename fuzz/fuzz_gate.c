@@ -6,13 +6,23 @@
  * and K bytes of 'a' are put where the first 0xff byte is (or at the end),
  * so that heads past the bound (32 KiB) are reached within the fuzzer's
  * -max_len.
- * Oracle, from RFC 9112 and README's routing rule rather than from gate.c:
- * without a relay a connection is the agent's or closed; with one, the
- * agent's only when its first line's target path is exactly
- * /prpc/v1/Health (or it has no target for the daemon to refuse); relayed
- * only once a whole head (through the empty line) is there, or the peer has
- * ended; refused as too large only at the bound; never a wait at the bound
- * or after the end; and nothing past the bound is read (ASan poisons it). */
+ * Oracle, from RFC 9112 and README's routing rule rather than from gate.c,
+ * and exact: for each input one route is right, and any other fails.
+ *   - Without a relay: the agent's when the bytes can begin a request,
+ *     else closed.
+ *   - With one, bytes that cannot begin a request are closed, and so are
+ *     empty lines alone once nothing more will come.
+ *   - The first line is there once its LF has come, or nothing more will
+ *     come (the peer's end, or the bound reached: nothing past it is looked
+ *     at). Until then: wait, whatever it begins with.
+ *   - Once it is there: the agent's when its target's path is exactly
+ *     /prpc/v1/Health (or there is no target for the daemon to refuse);
+ *     else the relay's, and for the relay the whole head must be there: an
+ *     empty line after the first line's LF. Relayed then, or at the peer's
+ *     end short of the bound; at the bound, too large (the line too long
+ *     when it has no LF); until then, wait for the head.
+ *   - Nothing past the bound is read (ASan poisons it).
+ */
 #include <sanitizer/asan_interface.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -39,11 +49,11 @@ static bool has_empty_line(const unsigned char *p, size_t i, size_t n)
 	return false;
 }
 
-static void check(const unsigned char *p, size_t n, bool ended, bool relay)
+/* The route the rule above gives p[0..n). */
+static enum gate_route rule(const unsigned char *p, size_t n, bool ended, bool relay)
 {
-	enum gate_route r = gate_route_first(p, n, ended, relay);
 	size_t m = n < GATE_HEAD_MAX ? n : GATE_HEAD_MAX;
-	bool full = m == GATE_HEAD_MAX;
+	bool full = m == GATE_HEAD_MAX, last = ended || full; /* nothing more to look at */
 	size_t i = 0;
 	while (i < m && (p[i] == '\r' || p[i] == '\n'))
 		i++;
@@ -53,63 +63,35 @@ static void check(const unsigned char *p, size_t n, bool ended, bool relay)
 	/* The first bytes can begin a request: a method token, then a space
 	 * or nothing yet. */
 	bool http = tok == m || (tok > i && p[tok] == ' ');
-	if (r > GATE_HEAD_TOO_LARGE)
-		__builtin_trap();
-	if (!relay) {
-		if (r != (http ? GATE_AGENT : GATE_CLOSE))
-			__builtin_trap();
-		return;
-	}
-	if (!http) {
-		if (r != GATE_CLOSE)
-			__builtin_trap();
-		return;
-	}
-	if (i == m) { /* only empty lines */
-		if (r != (ended || full ? GATE_CLOSE : GATE_WAIT))
-			__builtin_trap();
-		return;
-	}
+	if (!relay)
+		return http ? GATE_AGENT : GATE_CLOSE;
+	if (!http || (i == m && last))
+		return GATE_CLOSE;
 	const unsigned char *eol = memchr(p + i, '\n', m - i);
-	size_t line_end = eol ? (size_t)(eol - p) : m;
-	if (r == GATE_WAIT || r == GATE_WAIT_HEAD) {
-		if (ended || full || (r == GATE_WAIT) != !eol)
-			__builtin_trap();
-		return;
-	}
+	if (i == m || (!eol && !last))
+		return GATE_WAIT;
 	/* The target: after the method's space, up to a space, CR, '?' or the
 	 * line's end. */
+	size_t line_end = eol ? (size_t)(eol - p) : m;
 	const unsigned char *sp = memchr(p + i, ' ', line_end - i);
-	size_t t = sp ? (size_t)(sp - p) + 1 : line_end, te = t;
+	if (!sp)
+		return GATE_AGENT;
+	size_t t = (size_t)(sp - p) + 1, te = t;
 	while (te < line_end && p[te] != ' ' && p[te] != '\r' && p[te] != '?')
 		te++;
-	bool health = sp && te - t == strlen("/prpc/v1/Health") &&
-		      !memcmp(p + t, "/prpc/v1/Health", te - t);
-	if (r == GATE_AGENT) {
-		/* Health by its exact path, or nothing the relay could take. */
-		if (sp && !health)
-			__builtin_trap();
-		return;
-	}
-	if (health || !sp)
-		__builtin_trap(); /* Health, or no target, is never relayed */
-	bool head = eol && has_empty_line(p, line_end + 1, m);
-	switch (r) {
-	case GATE_RELAY:
-		if (!head && !(ended && !full))
-			__builtin_trap();
-		break;
-	case GATE_LINE_TOO_LONG:
-		if (!full || eol)
-			__builtin_trap();
-		break;
-	case GATE_HEAD_TOO_LARGE:
-		if (!full || !eol || head)
-			__builtin_trap();
-		break;
-	default:
+	if (te - t == strlen("/prpc/v1/Health") && !memcmp(p + t, "/prpc/v1/Health", te - t))
+		return GATE_AGENT;
+	if (!eol)
+		return full ? GATE_LINE_TOO_LONG : GATE_RELAY;
+	if (has_empty_line(p, line_end + 1, m))
+		return GATE_RELAY;
+	return full ? GATE_HEAD_TOO_LARGE : ended ? GATE_RELAY : GATE_WAIT_HEAD;
+}
+
+static void check(const unsigned char *p, size_t n, bool ended, bool relay)
+{
+	if (gate_route_first(p, n, ended, relay) != rule(p, n, ended, relay))
 		__builtin_trap();
-	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

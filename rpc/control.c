@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "rpc/encode.h"
 #include "rpc/relay.h"
+#include "rpc/server.h"
 
 /* A POST /reload waiting, suspended, for the main thread's answer. */
 struct pending {
@@ -151,19 +152,28 @@ static int drain_status_json(struct control *ct, struct json_buf *b)
 	return e;
 }
 
-/* The relay's counters, for /status and /metrics alike: each counts one
- * cause (rpc/relay.h). */
-static const struct {
+/* Counters for /status and /metrics alike: each counts one cause
+ * (rpc/relay.h, rpc/gate.h), and the help says which. */
+struct counter {
 	const char *key, *metric, *type, *help;
 	size_t off;
-} relay_counters[] = {
+};
+
+static const struct counter relay_counters[] = {
 #define RELAY_COUNTER(k, m, t, h) { #k, "dstack_healthd_relay_" m, t, h, offsetof(struct relay_stats, k) }
-	RELAY_COUNTER(open, "open", "gauge", "connections relayed to the guest agent now"),
-	RELAY_COUNTER(total, "total", "counter", "connections relayed to the guest agent"),
+	RELAY_COUNTER(open, "open", "gauge", "relay slots taken now, connects under way included"),
+	RELAY_COUNTER(total, "total", "counter",
+		      "connects to the guest agent begun (unreachable_total's among them)"),
 	RELAY_COUNTER(refused_full, "refused_full_total", "counter",
-		      "connections answered 503: every relay slot moved bytes within the last second"),
+		      "connections answered 503: no relay slot free and none to evict (the "
+		      "quietest connected one busy: moving bytes for over a second and within "
+		      "the last; or every one still connecting)"),
+	RELAY_COUNTER(refused_queue, "refused_queue_total", "counter",
+		      "connections answered 503 at once: 512 already waiting for a relay slot, "
+		      "whether slots could have been evicted or not"),
 	RELAY_COUNTER(refused_resources, "refused_resources_total", "counter",
-		      "connections answered 503: no socket to the guest agent (out of fds or memory)"),
+		      "connections answered 503: no socket to the guest agent, or no room to "
+		      "watch one (out of fds or memory)"),
 	RELAY_COUNTER(unreachable, "unreachable_total", "counter",
 		      "connections answered 502: the guest agent could not be reached"),
 	RELAY_COUNTER(evicted, "evicted_total", "counter",
@@ -171,20 +181,63 @@ static const struct {
 	RELAY_COUNTER(idle_closed, "idle_closed_total", "counter",
 		      "relayed connections reset after relay_idle_timeout without a byte either way"),
 	RELAY_COUNTER(head_timeout, "head_timeout_total", "counter",
-		      "connections for the relay closed: first request head not whole within "
-		      "header_timeout"),
+		      "connections for the relay (first line whole, not Health) closed: first "
+		      "request head not whole within header_timeout"),
+	RELAY_COUNTER(head_evicted, "head_evicted_total", "counter",
+		      "connections for the relay (first line whole, not Health) closed before "
+		      "their first request head was whole: the longest waiting, to make room "
+		      "when the listener's slots were full"),
 	RELAY_COUNTER(head_too_large, "head_too_large_total", "counter",
 		      "connections for the relay answered 414 or 400: first request head too large"),
 	RELAY_COUNTER(reset, "reset_total", "counter",
 		      "relayed connections ended by an error on one side, passed on as a reset"),
+	RELAY_COUNTER(reset_resources, "reset_resources_total", "counter",
+		      "relayed connections reset both ways mid-transfer: no pipe for the next "
+		      "bytes (out of fds or memory)"),
 	RELAY_COUNTER(dead_peer, "dead_peer_total", "counter",
 		      "relayed connections whose peer stopped answering (keepalive), the other side reset"),
 #undef RELAY_COUNTER
 };
 
-static uint64_t relay_counter(const struct relay_stats *st, size_t i)
+static const struct counter listener_counters[] = {
+#define LISTENER_COUNTER(k, m, h) \
+	{ #k, "dstack_healthd_listener_" m, "counter", h, offsetof(struct gate_stats, k) }
+	LISTENER_COUNTER(head_timeout, "head_timeout_total",
+			 "public connections closed: no request complete within header_timeout, "
+			 "of accept or of the previous request (Health's, and those whose first "
+			 "line never ended; the relay's are relay_head_timeout_total)"),
+	LISTENER_COUNTER(evicted, "evicted_total",
+			 "public connections closed to make room when the slots were full, the "
+			 "longest waiting for a request first (Health's, and those whose first "
+			 "line never ended; the relay's are relay_head_evicted_total)"),
+#undef LISTENER_COUNTER
+};
+
+static uint64_t counter_value(const void *st, const struct counter *c)
 {
-	return *(const uint64_t *)((const char *)st + relay_counters[i].off);
+	return *(const uint64_t *)((const char *)st + c->off);
+}
+
+/* "key":N for each counter, comma-separated; after more members: first
+ * false, and a comma before the first too. */
+static int counters_json(struct json_buf *b, const void *st, const struct counter *t, size_t n,
+			 bool first)
+{
+	int e = 0;
+	for (size_t i = 0; !e && i < n; i++)
+		e = view_printf(b, "%s\"%s\":%llu", i == 0 && first ? "" : ",", t[i].key,
+				(unsigned long long)counter_value(st, &t[i]));
+	return e;
+}
+
+static int counters_prom(struct json_buf *b, const void *st, const struct counter *t, size_t n)
+{
+	int e = 0;
+	for (size_t i = 0; !e && i < n; i++) {
+		e = view_prom_family(b, t[i].metric, t[i].type, t[i].help);
+		if (!e) e = view_prom_sample(b, t[i].metric, NULL, (double)counter_value(st, &t[i]));
+	}
+	return e;
 }
 
 /* "relay": where to and what it has done; null without one. */
@@ -197,10 +250,30 @@ static int relay_status_json(struct control *ct, struct json_buf *b)
 	int e = json_buf_puts(b, ",\"relay\":{\"address\":");
 	if (!e) e = json_buf_string(b, relay_address(ct->o.relay));
 	if (!e) e = view_printf(b, ",\"slots\":%u", st.slots);
-	for (size_t i = 0; !e && i < ARRAY_SIZE(relay_counters); i++)
-		e = view_printf(b, ",\"%s\":%llu", relay_counters[i].key,
-				(unsigned long long)relay_counter(&st, i));
+	if (!e) e = counters_json(b, &st, relay_counters, ARRAY_SIZE(relay_counters), false);
 	return e ? e : json_buf_puts(b, "}");
+}
+
+/* "listener": what the public listener closed for want of a request; null
+ * without one (a sidecar). */
+static int listener_status_json(struct control *ct, struct json_buf *b)
+{
+	if (!ct->o.server)
+		return json_buf_puts(b, ",\"listener\":null");
+	struct gate_stats st;
+	rpc_server_stats(ct->o.server, &st);
+	int e = json_buf_puts(b, ",\"listener\":{");
+	if (!e) e = counters_json(b, &st, listener_counters, ARRAY_SIZE(listener_counters), true);
+	return e ? e : json_buf_puts(b, "}");
+}
+
+static int listener_metrics(struct control *ct, struct json_buf *b)
+{
+	if (!ct->o.server)
+		return 0;
+	struct gate_stats st;
+	rpc_server_stats(ct->o.server, &st);
+	return counters_prom(b, &st, listener_counters, ARRAY_SIZE(listener_counters));
 }
 
 static int relay_metrics(struct control *ct, struct json_buf *b)
@@ -214,12 +287,7 @@ static int relay_metrics(struct control *ct, struct json_buf *b)
 	int e = view_prom_family(b, "dstack_healthd_relay_slots", "gauge",
 				 "relayed connections the relay can hold at once");
 	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_slots", NULL, st.slots);
-	for (size_t i = 0; !e && i < ARRAY_SIZE(relay_counters); i++) {
-		const char *name = relay_counters[i].metric;
-		e = view_prom_family(b, name, relay_counters[i].type, relay_counters[i].help);
-		if (!e) e = view_prom_sample(b, name, NULL, (double)relay_counter(&st, i));
-	}
-	return e;
+	return e ? e : counters_prom(b, &st, relay_counters, ARRAY_SIZE(relay_counters));
 }
 
 static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
@@ -243,6 +311,7 @@ static enum MHD_Result status(struct control *ct, struct MHD_Connection *c)
 	if (!e) e = pollers_json(ct, &b);
 	if (!e && ct->o.drain) e = drain_status_json(ct, &b);
 	if (!e) e = relay_status_json(ct, &b);
+	if (!e) e = listener_status_json(ct, &b);
 	if (!e) e = json_buf_puts(&b, "}\n");
 	view_unref(v);
 	return reply_buf(c, "application/json", &b, e);
@@ -277,6 +346,7 @@ static enum MHD_Result metrics(struct control *ct, struct MHD_Connection *c)
 				     "1 while the instance is drained (dstack-healthd drain)");
 	if (!e) e = view_prom_sample(&b, "dstack_healthd_draining", NULL,
 				     ct->o.drain && drain_active(ct->o.drain));
+	if (!e) e = listener_metrics(ct, &b);
 	if (!e) e = relay_metrics(ct, &b);
 	if (!e && v && v->metrics)
 		e = json_buf_put(&b, v->metrics, v->metrics_len);

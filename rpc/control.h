@@ -23,6 +23,7 @@
 #define CONTROL_CONNECTION_MEMORY (8 * 1024)
 
 struct relay;
+struct rpc_server;
 
 struct control_opts {
 	int listen_fd;  /* the unix socket, bound and listening, or -1; taken */
@@ -39,6 +40,8 @@ struct control_opts {
 	struct drain *drain;
 	/* Its counters in /status and /metrics; NULL: no relay. */
 	struct relay *relay;
+	/* The public listener's counters likewise; NULL: no listener. */
+	struct rpc_server *server;
 };
 
 struct control;

@@ -5,16 +5,19 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include "base/cleanup.h"
@@ -29,6 +32,15 @@
 #define ACCEPT_BATCH 64
 /* After accept() fails for want of fds or memory, the next try. */
 #define RETRY_MS 100
+/* A parked connection's next look, when what arrived since its last one
+ * is less than what that look saw (a trickle). Each look peeks everything
+ * from the first byte, so a look on every arrival costs a head trickled a
+ * byte per segment a peek of up to GATE_HEAD_MAX per byte. Looked at only
+ * when what is there has doubled, or this long after, a head costs at most
+ * 15 + header_timeout/LOOK_LATER_MS peeks however it trickles; one sent
+ * whole is looked at on arrival, and one whose last segment is small, this
+ * much later. */
+#define LOOK_LATER_MS 50
 
 /* A connection we accepted; in the waiting list until it has completed a
  * request, and again from the end of each one. One that has sent nothing
@@ -37,7 +49,10 @@
  * (and it holds no libmicrohttpd memory while it is silent). */
 struct conn {
 	struct conn *prev, *next; /* waiting list (oldest first), or free list */
+	struct conn *lprev, *lnext; /* the later list, while look_at is set */
 	int64_t since;            /* accept, or the end of the previous request */
+	int64_t look_at;          /* a look put off (LOOK_LATER_MS), or 0 */
+	size_t peeked;            /* bytes there at the last look */
 	int fd;
 	bool ours;                /* not handed to the daemon (yet) */
 	bool parked;              /* ours, and in our epoll set */
@@ -57,9 +72,11 @@ struct gate {
 	int64_t head_timeout_ms;
 	struct conn *conns, *free_list;
 	struct conn waiting; /* sentinel of a circular list */
+	struct conn later;   /* sentinel: looks put off, the first due first */
 	MHD_RequestCompletedCallback completed;
 	void *completed_cls;
 	struct relay *relay;
+	atomic_uint_fast64_t head_timeout, evicted; /* struct gate_stats */
 };
 
 static void unlink_conn(struct conn *k)
@@ -67,6 +84,26 @@ static void unlink_conn(struct conn *k)
 	k->prev->next = k->next;
 	k->next->prev = k->prev;
 	k->prev = k->next = k;
+}
+
+/* Looks are put off by the same time, so the list is in due order. */
+static void later_add(struct gate *g, struct conn *k, int64_t now)
+{
+	k->look_at = now + LOOK_LATER_MS;
+	k->lprev = g->later.lprev;
+	k->lnext = &g->later;
+	g->later.lprev->lnext = k;
+	g->later.lprev = k;
+}
+
+static void later_del(struct conn *k)
+{
+	if (!k->look_at)
+		return;
+	k->lprev->lnext = k->lnext;
+	k->lnext->lprev = k->lprev;
+	k->lprev = k->lnext = k;
+	k->look_at = 0;
 }
 
 static void wait_from(struct gate *g, struct conn *k, int64_t now)
@@ -85,6 +122,8 @@ static struct conn *conn_get(struct gate *g, int fd, int64_t now)
 	k->fd = fd;
 	k->ours = true;
 	k->parked = k->doomed = k->head = false;
+	k->look_at = 0;
+	k->peeked = 0;
 	wait_from(g, k, now);
 	g->open++;
 	return k;
@@ -108,6 +147,7 @@ static struct conn *oldest(struct gate *g)
 static void doom(struct gate *g, struct conn *k)
 {
 	unlink_conn(k);
+	later_del(k);
 	if (k->ours) { /* closing also leaves our epoll set */
 		close(k->fd);
 		k->parked = false;
@@ -157,15 +197,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 		g->completed(g->completed_cls, c, req_cls, toe);
 }
 
+/* Closes a connection still waiting for its request, at its deadline
+ * (timeout) or to make room. Counted as the relay's when its first line
+ * said it was for the relay, else as the gate's. */
+static void cut(struct gate *g, struct conn *k, bool timeout)
+{
+	if (k->head)
+		relay_count_head(g->relay, timeout ? RELAY_HEAD_TIMEOUT : RELAY_HEAD_EVICTED);
+	else
+		atomic_fetch_add(timeout ? &g->head_timeout : &g->evicted, 1);
+	doom(g, k);
+}
+
 /* Closes what is past its deadline; ms to the next deadline, or -1. */
 static int sweep(struct gate *g, int64_t now)
 {
 	struct conn *k;
-	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms) {
-		if (k->head)
-			relay_count_head(g->relay, RELAY_HEAD_TIMEOUT);
-		doom(g, k);
-	}
+	while ((k = oldest(g)) && now - k->since >= g->head_timeout_ms)
+		cut(g, k, true);
 	return k ? (int)(k->since + g->head_timeout_ms - now) : -1;
 }
 
@@ -257,8 +306,9 @@ enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, b
 }
 
 /* A connection's first look. hup: the peer has ended its stream (or
- * failed), so what is there is all there will be. */
-static enum gate_route first_look(struct gate *g, int fd, bool hup)
+ * failed), so what is there is all there will be. *seen: the bytes looked
+ * at. */
+static enum gate_route first_look(struct gate *g, int fd, bool hup, size_t *seen)
 {
 	unsigned char buf[GATE_HEAD_MAX];
 	/* Without a relay the first bytes decide: no more is peeked. */
@@ -269,6 +319,7 @@ static enum gate_route first_look(struct gate *g, int fd, bool hup)
 										 : GATE_CLOSE;
 	if (n == 0)
 		return GATE_CLOSE;
+	*seen = (size_t)n;
 	/* The event may be a closed connection's whose slot this one took in
 	 * the same batch: the end of stream is asked of this socket. */
 	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
@@ -320,7 +371,8 @@ static void too_large(struct gate *g, struct conn *k, enum refusal why)
 static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen,
 		 bool hup)
 {
-	enum gate_route r = first_look(g, k->fd, hup);
+	later_del(k);
+	enum gate_route r = first_look(g, k->fd, hup, &k->peeked);
 	if (r == GATE_CLOSE) {
 		doom(g, k);
 	} else if (r == GATE_WAIT || r == GATE_WAIT_HEAD) {
@@ -369,36 +421,79 @@ static void take_new(struct gate *g, int64_t now)
 		/* Full: the connection that has waited longest for its request
 		 * makes room (a poll in the backlog is newer than any of them). */
 		if (g->open - g->doomed >= g->slots)
-			doom(g, oldest(g));
+			cut(g, oldest(g), false);
 		look(g, conn_get(g, fd, now), &a.sa, alen, false);
 	}
 }
 
-/* A parked connection's first bytes (or its end) arrived. It may have
- * been closed since, earlier in the same batch of events (to make room).
- * getpeername is also what turns away a connection reset while parked:
- * recv still returns the bytes queued before the reset, and with the end
- * seen, a partial first line would be routed on them (relay.sh's flood
- * ends in resets: without this, 520 of them were relayed). */
-static void unpark(struct gate *g, struct conn *k, uint32_t events)
+/* The bytes in a parked connection's receive queue: the kernel keeps the
+ * count (SIOCINQ), so asking costs no walk of the queue; -1 if it cannot
+ * say. */
+static ssize_t queued(const struct conn *k)
 {
-	if (!k->parked)
-		return;
+	int q;
+	return ioctl(k->fd, SIOCINQ, &q) < 0 || q < 0 ? -1 : q;
+}
+
+/* A parked connection's first bytes (or its end) arrived, or a look put
+ * off is due. It may have been closed since, earlier in the same batch of
+ * events (to make room). getpeername is also what turns away a connection
+ * reset while parked: recv still returns the bytes queued before the
+ * reset, and with the end seen, a partial first line would be routed on
+ * them (relay.sh's flood ends in resets: without this, 520 of them were
+ * relayed). */
+static void look_again(struct gate *g, struct conn *k, bool hup)
+{
 	union peer_addr a;
 	socklen_t alen = sizeof(a);
 	if (getpeername(k->fd, &a.sa, &alen) < 0)
 		doom(g, k);
 	else
-		look(g, k, &a.sa, alen, events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR));
+		look(g, k, &a.sa, alen, hup);
+}
+
+/* New bytes are looked at now when they are the first, double what the
+ * last look saw, or reach the bound; else the look is put off
+ * (LOOK_LATER_MS), unless it already is. The peer's end is looked at now. */
+static void unpark(struct gate *g, struct conn *k, uint32_t events, int64_t now)
+{
+	if (!k->parked)
+		return;
+	bool hup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	ssize_t q = hup ? -1 : queued(k);
+	if (q >= 0 && (size_t)q < 2 * k->peeked && q < GATE_HEAD_MAX) {
+		if (!k->look_at && (size_t)q != k->peeked)
+			later_add(g, k, now);
+		return;
+	}
+	look_again(g, k, hup);
+}
+
+/* The looks put off and now due, taken when anything came since the last
+ * (an end of stream would have been looked at on its own event); ms to
+ * the next, or -1. */
+static int look_later(struct gate *g, int64_t now)
+{
+	struct conn *k;
+	while ((k = g->later.lnext) != &g->later && now >= k->look_at) {
+		later_del(k);
+		if (queued(k) != (ssize_t)k->peeked)
+			look_again(g, k, false);
+	}
+	return k == &g->later ? -1 : (int)(k->look_at - now);
 }
 
 static void *gate_run(void *arg)
 {
 	struct gate *g = arg;
 	struct epoll_event ev[64];
+	/* Told apart in top -H and /proc/PID/task (its CPU, a test's ptrace). */
+	pthread_setname_np(pthread_self(), "healthd-gate");
 	for (;;) {
 		int64_t now = clock_mono_ms();
-		int wait = sweep(g, now);
+		int wait = sweep(g, now), later = look_later(g, now);
+		if (later >= 0 && (wait < 0 || later < wait))
+			wait = later;
 		if (!g->listening && has_room(g)) {
 			if (now >= g->retry_at)
 				set_listening(g, true);
@@ -427,7 +522,7 @@ static void *gate_run(void *arg)
 			else if (p == &g->mhd_fd)
 				news = true;
 			else
-				unpark(g, p, ev[i].events);
+				unpark(g, p, ev[i].events, clock_mono_ms());
 		}
 		if (news || g->handed || (mhd_due >= 0 && clock_mono_ms() >= mhd_due)) {
 			g->handed = false;
@@ -493,23 +588,24 @@ static void gate_free(struct gate *g)
  * none of these options. */
 static void for_relay(int lfd, struct relay *relay)
 {
-	int one = 1, rcv = 0;
-	socklen_t len = sizeof(rcv);
+	int one = 1, rcv = 2 * GATE_HEAD_MAX;
 	/* A relayed client's bytes go on as they come. */
 	setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A vanished client frees its relay slot (rpc/relay.h). */
 	relay_keepalive(relay, lfd);
-	/* The whole head must fit in the receive buffer while the gate waits
-	 * for its end, or the client stalls until header_timeout instead of
-	 * getting its answer (or its 400). A buffer made smaller than that
-	 * (net.ipv4.tcp_rmem, ReceiveBuffer=) is raised to four times the
-	 * bound (the kernel doubles what it is asked for, and keeps about
-	 * half for its own bookkeeping of small segments); one as large is
-	 * left alone, since setting it stops the kernel's autotuning. */
-	if (getsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rcv, &len) == 0 && rcv < 4 * GATE_HEAD_MAX) {
-		int want = 2 * GATE_HEAD_MAX;
-		setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
-	}
+	/* The receive buffer is four times the bound (the kernel doubles what
+	 * it is asked for, and keeps about half for its own bookkeeping of
+	 * small segments), whatever net.ipv4.tcp_rmem or ReceiveBuffer= say.
+	 * No less: the whole head must fit while the gate waits for its end,
+	 * or the client stalls until header_timeout instead of getting its
+	 * answer (or its 400). No more: a peek costs the kernel a walk of the
+	 * receive queue for each segment it copies, and with autotuning a
+	 * head trickled a byte per segment queued thousands of them (50 such
+	 * connections kept the gate thread so busy that Health polls timed
+	 * out); at this size the kernel merges small segments once they fill
+	 * it. The cost: a relayed upload is not autotuned, and has
+	 * at most about 128 KiB in flight per round trip from the gateway. */
+	setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
 }
 
 /* Our own fds are told apart from parked connections by address. */
@@ -532,6 +628,7 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;
 	g->waiting.prev = g->waiting.next = &g->waiting;
+	g->later.lprev = g->later.lnext = &g->later;
 	if (!(g->conns = calloc(g->pool, sizeof(*g->conns))))
 		return errbuf_set(err, ENOMEM, "out of memory");
 	for (unsigned i = 0; i < g->pool; i++) {
@@ -584,6 +681,12 @@ int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err)
 	}
 	*out = g;
 	return 0;
+}
+
+void gate_stats(struct gate *g, struct gate_stats *out)
+{
+	out->head_timeout = atomic_load(&g->head_timeout);
+	out->evicted = atomic_load(&g->evicted);
 }
 
 void gate_stop(struct gate *g)

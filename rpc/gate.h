@@ -58,7 +58,7 @@ struct gate_opts {
  * head longer than this is refused as nginx refuses one past its default
  * buffers (4 x 8 KiB, no tighter, so that a browser's cookies still fit):
  * 414 when the request line alone is longer, 400 otherwise. The public
- * listener's receive buffer is raised to hold it when it cannot. */
+ * listener's receive buffer is fixed to hold it, and no more (rpc/gate.c). */
 #define GATE_HEAD_MAX 32768
 
 enum gate_route {
@@ -78,11 +78,24 @@ enum gate_route {
  * whole; any other is the relay's once its whole head is there. */
 enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, bool relay);
 
+/* Connections the gate closed before they completed a request, other
+ * than those its first line showed to be for the relay (the relay counts
+ * those: relay_count_head): Health's, fresh or kept alive between
+ * requests, and those whose first line was not seen whole, which nothing
+ * shows to be for either (one evicted in a burst before the gate looked at
+ * bytes that had just come is among them). For the local view only. */
+struct gate_stats {
+	uint64_t head_timeout; /* no request complete within head_timeout_ms */
+	uint64_t evicted;      /* the longest waiting, when the slots were full */
+};
+
 struct gate;
 
 int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err);
 /* Stops accepting, closes the listener and every connection, joins the
  * thread. NULL is fine. */
 void gate_stop(struct gate *g);
+/* Any thread. */
+void gate_stats(struct gate *g, struct gate_stats *out);
 
 #endif

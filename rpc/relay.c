@@ -94,8 +94,9 @@ struct relay {
 	int pending[RELAY_PENDING];
 	unsigned pend_first, pend_n;
 	atomic_uint used; /* slots taken, new ones included */
-	atomic_uint_fast64_t total, refused_full, refused_resources, unreachable, evicted,
-		idle_closed, head_timeout, head_too_large, reset, dead_peer;
+	atomic_uint_fast64_t total, refused_full, refused_queue, refused_resources, unreachable,
+		evicted, idle_closed, head_timeout, head_evicted, head_too_large, reset,
+		reset_resources, dead_peer;
 };
 
 /* An empty pipe: the pool's, else a new one. */
@@ -259,12 +260,22 @@ static void link_unreachable(struct relay *r, struct link *l, int e)
 	link_close(r, l, false);
 }
 
+/* The agent's own want of fds or memory, not either side's failure. */
+static bool no_resources(int e)
+{
+	return e == -EMFILE || e == -ENFILE || e == -ENOMEM || e == -ENOBUFS;
+}
+
 /* One side failed (a reset, EPIPE, or ETIMEDOUT when keepalive found its
  * peer gone): the other is reset, as the failure would have reached it
- * without the relay between them. */
+ * without the relay between them. Out of fds or memory for a pipe, the
+ * link cannot go on: both sides are reset. */
 static void link_failed(struct relay *r, struct link *l, int e)
 {
-	atomic_fetch_add(e == -ETIMEDOUT ? &r->dead_peer : &r->reset, 1);
+	atomic_fetch_add(e == -ETIMEDOUT  ? &r->dead_peer
+			 : no_resources(e) ? &r->reset_resources
+					   : &r->reset,
+			 1);
 	link_close(r, l, true);
 }
 
@@ -434,7 +445,6 @@ static void link_no_resources(struct relay *r, struct link *l)
 /* A client from the gate, its first event: the connect to the guest agent. */
 static void link_open(struct relay *r, struct link *l)
 {
-	atomic_fetch_add(&r->total, 1);
 	note_full(r, false);
 	l->fd[1] = socket(r->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (l->fd[1] < 0) {
@@ -450,6 +460,7 @@ static void link_open(struct relay *r, struct link *l)
 		setsockopt(l->fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		relay_keepalive(r, l->fd[1]);
 	}
+	atomic_fetch_add(&r->total, 1);
 	int c = connect(l->fd[1], &r->addr.sa, r->alen);
 	/* A unix socket whose backlog is full says EAGAIN: unreachable too. */
 	if (c < 0 && errno != EINPROGRESS) {
@@ -570,6 +581,8 @@ static void *relay_run(void *arg)
 {
 	struct relay *r = arg;
 	struct epoll_event ev[64];
+	/* Told apart in top -H and /proc/PID/task (its CPU, a test's ptrace). */
+	pthread_setname_np(pthread_self(), "healthd-relay");
 	for (;;) {
 		r->now = clock_mono_ms();
 		int wait = sweep(r);
@@ -759,14 +772,17 @@ int relay_take(struct relay *r, int fd)
 		slots_give(r, l, l, 1);
 	/* Every slot taken and RELAY_PENDING newcomers already waiting for
 	 * the relay thread to make room. */
-	atomic_fetch_add(l ? &r->refused_resources : &r->refused_full, 1);
+	atomic_fetch_add(l ? &r->refused_resources : &r->refused_queue, 1);
 	refuse(fd, REFUSE_FULL);
 	return -EBUSY;
 }
 
 void relay_count_head(struct relay *r, enum relay_head_end why)
 {
-	atomic_fetch_add(why == RELAY_HEAD_TIMEOUT ? &r->head_timeout : &r->head_too_large, 1);
+	atomic_fetch_add(why == RELAY_HEAD_TIMEOUT   ? &r->head_timeout
+			 : why == RELAY_HEAD_EVICTED ? &r->head_evicted
+						     : &r->head_too_large,
+			 1);
 }
 
 void relay_stats(struct relay *r, struct relay_stats *out)
@@ -774,13 +790,16 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->open = atomic_load(&r->used);
 	out->total = atomic_load(&r->total);
 	out->refused_full = atomic_load(&r->refused_full);
+	out->refused_queue = atomic_load(&r->refused_queue);
 	out->refused_resources = atomic_load(&r->refused_resources);
 	out->unreachable = atomic_load(&r->unreachable);
 	out->evicted = atomic_load(&r->evicted);
 	out->idle_closed = atomic_load(&r->idle_closed);
 	out->head_timeout = atomic_load(&r->head_timeout);
+	out->head_evicted = atomic_load(&r->head_evicted);
 	out->head_too_large = atomic_load(&r->head_too_large);
 	out->reset = atomic_load(&r->reset);
+	out->reset_resources = atomic_load(&r->reset_resources);
 	out->dead_peer = atomic_load(&r->dead_peer);
 	pthread_mutex_lock(&r->lock);
 	out->slots = r->limit;

@@ -15,8 +15,10 @@
  * keepalive finds its peer gone, or when a newcomer finds every slot taken
  * and it is the one that has moved no byte for the longest time (unless it
  * is busy, RELAY_BUSY_MS): then it is evicted (reset both ways) and the
- * newcomer takes its slot. Only when every slot moved a byte that recently
- * is a newcomer answered 503. */
+ * newcomer takes its slot. A newcomer is answered 503 only when that
+ * quietest link is busy (so every connected one moved a byte within
+ * RELAY_BUSY_MS) or no link is connected yet, or when RELAY_PENDING
+ * newcomers already wait for the relay thread. */
 #ifndef HEALTHD_RELAY_H
 #define HEALTHD_RELAY_H
 
@@ -53,11 +55,13 @@
 #define RELAY_PENDING 512
 /* The idle limit's default: a link that moves no byte either way for this
  * long is closed. Longer than the dstack gateway's own proxy keeps a quiet
- * connection (gateway.toml [core.proxy.timeouts] idle = "10m", sampled by
- * gateway/src/proxy/idle.rs four times per window: cut after 10 to 12.5
- * minutes), so that a followed log stream that is quiet is ended by the
- * gateway, or by the guest agent itself (its /logs stream ends after 600 s
- * without a line, guest-agent/src/http_routes.rs), never by the relay. */
+ * connection (Dstack-TEE/dstack dstack/gateway/gateway.toml
+ * [core.proxy.timeouts] idle = "10m", sampled by
+ * dstack/gateway/src/proxy/idle.rs four times per window: cut after 10 to
+ * 12.5 minutes), so that a followed log stream that is quiet is ended by
+ * the gateway, or by the guest agent itself (its /logs stream ends after
+ * 600 s without a line, dstack/guest-agent/src/http_routes.rs), never by
+ * the relay. */
 #define RELAY_IDLE_TIMEOUT_MS (15 * 60 * 1000)
 /* TCP keepalive's default, seconds (relay_keepalive): see relay_keepalive(). */
 #define RELAY_KEEPALIVE_S 60
@@ -69,20 +73,32 @@ struct relay_opts {
 	unsigned keepalive_s;    /* 0: RELAY_KEEPALIVE_S */
 };
 
-/* What the relay has done, for the local view only. Each counter counts
- * one cause. */
+/* What the relay has done, for the local view only. Past open and
+ * total, each counter counts one way a connection for the relay ended,
+ * and a connection ends one way only. The gate's head_* are of
+ * connections whose first line was whole and not Health's; those whose
+ * first line never ended are the gate's own (struct gate_stats). */
 struct relay_stats {
-	uint64_t open;              /* relayed connections now (connecting included) */
-	uint64_t total;             /* relayed: a connect to the guest agent begun */
-	uint64_t refused_full;      /* answered 503: every slot moved a byte recently */
-	uint64_t refused_resources; /* answered 503: no socket for the guest agent
-				     * (out of fds or memory) */
+	uint64_t open;              /* slots taken now (connecting included) */
+	uint64_t total;             /* connects to the guest agent begun (unreachable's
+				     * among them) */
+	uint64_t refused_full;      /* answered 503: no slot free and none to evict
+				     * (the quietest connected one busy, or every one
+				     * still connecting) */
+	uint64_t refused_queue;     /* answered 503 by the gate: RELAY_PENDING already
+				     * waiting for a slot, evictable or not */
+	uint64_t refused_resources; /* answered 503: no socket for the guest agent, or no
+				     * room to watch one (out of fds or memory) */
 	uint64_t unreachable;       /* answered 502: the guest agent could not be reached */
 	uint64_t evicted;           /* reset to make room for a newcomer */
 	uint64_t idle_closed;       /* reset: no byte either way for the idle limit */
 	uint64_t head_timeout;      /* first head not whole within header_timeout (gate) */
+	uint64_t head_evicted;      /* first head not whole, closed to make room in the
+				     * gate's slots, the longest waiting first (gate) */
 	uint64_t head_too_large;    /* first head past the bound: answered 414/400 (gate) */
 	uint64_t reset;             /* one side failed: the other reset */
+	uint64_t reset_resources;   /* reset both ways mid-transfer: no pipe for the next
+				     * bytes (out of fds or memory) */
 	uint64_t dead_peer;         /* one side timed out (keepalive): the other reset */
 	unsigned slots;
 };
@@ -116,7 +132,7 @@ int relay_keepalive(const struct relay *r, int fd);
  * was answered 503 and closed here. */
 int relay_take(struct relay *r, int fd);
 /* The gate's ends of a relay-bound connection, for the counters. */
-enum relay_head_end { RELAY_HEAD_TIMEOUT, RELAY_HEAD_TOO_LARGE };
+enum relay_head_end { RELAY_HEAD_TIMEOUT, RELAY_HEAD_EVICTED, RELAY_HEAD_TOO_LARGE };
 void relay_count_head(struct relay *r, enum relay_head_end why);
 
 /* Any thread. */

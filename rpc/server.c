@@ -346,6 +346,11 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 	return 0;
 }
 
+void rpc_server_stats(struct rpc_server *s, struct gate_stats *out)
+{
+	gate_stats(s->gate, out);
+}
+
 void rpc_server_stop(struct rpc_server *s)
 {
 	if (!s)

@@ -28,6 +28,7 @@
 #include "base/cache.h"
 #include "base/err.h"
 #include "base/pollers.h"
+#include "rpc/gate.h"
 
 /* No cap per address: one NAT may hold the gateway and an attacker, and a
  * cap that resets what it accepted would lock both out. A slot is held for
@@ -67,5 +68,7 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 /* Stops accepting, closes the listener and every connection, joins the
  * thread. NULL is fine. */
 void rpc_server_stop(struct rpc_server *s);
+/* What the listener closed for want of a request (rpc/gate.h); any thread. */
+void rpc_server_stats(struct rpc_server *s, struct gate_stats *out);
 
 #endif

@@ -50,6 +50,7 @@ upstream_conns() { ss -Htn "( dport = :$GP )" | grep -vc TIME-WAIT; }
 health() { curl -s --max-time 20 -X POST "http://127.0.0.1:$1/prpc/v1/Health${2:-}" -d '{}'; }
 ctl() { curl -s --max-time 20 --unix-socket "$T/${CTL:-ctl}.sock" "http://x/$1"; }
 relay_field() { ctl status | python3 -c "import json,sys; print(json.load(sys.stdin)['relay']['$1'])"; }
+listener_field() { ctl status | python3 -c "import json,sys; print(json.load(sys.stdin)['listener']['$1'])"; }
 
 stand_in || { echo "not ok 1 - the stand-in did not start"; echo "1..1"; exit 1; }
 agent A --relay "127.0.0.1:$GP" --header-timeout "$HT" --control-socket "$T/ctl.sock" &&
@@ -97,9 +98,12 @@ like "$out" '"healthy":true' "a first line split inside Health's path: the agent
 ok $? "...and not the stand-in"
 out=$(python3 "$CL" "$A" split 'GET /prpc/v1/Health' 'x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
 like "$out" 'Server: stand-in' "a first line that begins like Health's and is not: the stand-in answers"
+lt=$(listener_field head_timeout) rt=$(relay_field head_timeout)
 out=$(python3 "$CL" "$A" trickle 'GET /logs/')
 awk -v s="$out" -v h="$HT" 'BEGIN { exit !(s >= h - 0.5 && s < h + 15) }'
 ok $? "a first line trickled forever is closed near header_timeout (${out:-?} s, header_timeout $HT s)"
+is "$(($(listener_field head_timeout) - lt)) $(($(relay_field head_timeout) - rt))" "1 0" \
+	"...counted as the listener's own head_timeout, not the relay's: a line never whole is nobody's yet"
 
 # --- streams and half-closes ----------------------------------------------------
 curl -sN --max-time 6 "http://127.0.0.1:$A/logs/app?follow=true" >"$T/log.out" 2>/dev/null
@@ -145,6 +149,11 @@ closed=$(sed -n 's/.*closed_by_server=\([0-9]*\).*/\1/p' "$T/flood.out")
 [ "${closed:-0}" -ge 1100 ]
 ok $? "...and every flooding connection closed by the agent at least once ($(cat "$T/flood.out"))"
 is "$(relay_field total)" 10 "...and none of them relayed"
+is "$(relay_field head_timeout) $(relay_field head_evicted)" "0 0" \
+	"...and none counted as the relay's: no first line ended"
+gone=$(($(listener_field head_timeout) + $(listener_field evicted)))
+[ "$gone" -ge "${closed:-0}" ] && [ "$(listener_field evicted)" -ge 1 ]
+ok $? "...each close counted by the listener, past the slots as evicted ($gone counted: head_timeout $(listener_field head_timeout), evicted $(listener_field evicted); $closed closed)"
 
 # --- a client that stops reading, then goes -------------------------------------
 # 16 pages asked for on one connection and not read: the relay stops

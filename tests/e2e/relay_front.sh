@@ -14,14 +14,24 @@
 #     relayed; with every slot taken the quietest is evicted, and only busy
 #     slots make a newcomer wait (503); a relayed connection quiet for
 #     relay_idle_timeout is reset;
+#   - heads dripped a byte per segment by 50 connections leave Health
+#     polls answered;
 #   - the first head's bound, 32768 bytes, by lengths written out here: a
 #     30000-byte head is relayed, a 40000-byte one answered 400, a
 #     40000-byte request line 414;
 #   - a guest agent that resets mid-answer is seen by the client as a reset;
 #   - a peer that vanishes (its packets dropped, in a private network
 #     namespace) frees its slot through keepalive (relay_keepalive 1 s);
+#   - a client that resets mid-upload is seen by the guest agent as a reset;
 #   - HEAD answered 502 carries no body; a low fd limit is warned about;
-#   - /status and /metrics count each cause apart (out of fds is not "full").
+#   - /status and /metrics count each cause apart, and each point shows
+#     the counters its cause moves and that no other moved: out of fds for
+#     a socket (refused_resources, no connect begun) or for a pipe mid-
+#     transfer (reset_resources) is not "full" nor a reset; the gate's queue
+#     for the relay full (the relay thread stopped by ptrace) is
+#     refused_queue, not refused_full; the gate's closes of heads for the
+#     relay (head_timeout, head_evicted) apart from its closes of first
+#     lines that never ended (the listener's own head_timeout, evicted).
 # Loopback only, in a private network namespace of its own when it may
 # make one (root, unshare); else the points that need one are skipped.
 set -u
@@ -75,6 +85,31 @@ relay_field() {
 # relay_is AGENT KEY VALUE: /status's relay.KEY is VALUE (for wait_for,
 # which runs its command again each time).
 relay_is() { [ "$(relay_field "$1" "$2")" = "$3" ]; }
+# counts AGENT: every counter /status has, "KEY=N" a line: the relay's
+# (not its gauges) and the listener's, as listener_KEY.
+counts() {
+	ctl "$1" status | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for k, v in d["relay"].items():
+    if k not in ("address", "slots", "open"):
+        print("%s=%s" % (k, v))
+for k, v in d["listener"].items():
+    print("listener_%s=%s" % (k, v))'
+}
+# moved AGENT BEFORE: the counters that moved since BEFORE (what counts said
+# then; empty: every one at 0), "KEY+N" each, in /status's order; so that a
+# point names every counter its cause moves, and shows no other moved.
+moved() {
+	counts "$1" | python3 -c '
+import sys
+before = dict(l.split("=") for l in sys.argv[1].split())
+now = [l.split("=") for l in sys.stdin.read().split()]
+print(" ".join("%s+%d" % (k, int(v) - int(before.get(k, 0)))
+               for k, v in now if v != before.get(k, "0")))' "$2"
+}
+# moved_is AGENT BEFORE WANT: moved says WANT (for wait_for).
+moved_is() { [ "$(moved "$1" "$2")" = "$3" ]; }
 # code PORT PATH: the status of a GET, and its seconds ("200 0.004")
 code() { curl -s -o /dev/null --max-time 20 -w '%{http_code} %{time_total} %{time_connect} %{time_starttransfer}' "http://127.0.0.1:$1$2"; }
 # accepted PORT: the listener on PORT has accepted every connection made to it.
@@ -132,8 +167,8 @@ codes=
 for i in $(seq 20); do codes+="$(code "$L" /small | cut -d' ' -f1) "; done
 is "$codes" "$(printf '200 %.0s' $(seq 20))" \
 	"then 20 requests in a row, with no other traffic: every one relayed (the slot not left taken by the burst)"
-is "$(relay_field L unreachable) $(relay_field L refused_full) $(relay_field L open)" "1 7 0" \
-	"/status: unreachable 1, refused_full 7, open 0"
+is "$(moved L '') $(relay_field L open)" "total+21 refused_full+7 unreachable+1 0" \
+	"/status: 21 connects begun, unreachable 1, refused_full 7 (the slot connecting, none to evict), nothing else; open 0"
 
 # --- a low fd limit, and HEAD's 502 -------------------------------------------------
 # A guest agent that is not there: every relayed connection gets 502.
@@ -151,8 +186,9 @@ out=$(python3 "$CL" "$U" raw 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' | tr '\n' ' ')
 is "$out" "HTTP/1.1 502 Bad Gateway body=47 " "GET answered 502: its short body"
 out=$(python3 "$CL" "$D" raw 'HEAD / HTTP/1.1\r\nHost: x\r\n\r\n' | tr '\n' ' ')
 is "$out" "HTTP/1.1 503 Service Unavailable body=0 " "HEAD answered 503: no body"
-is "$(relay_field D refused_full) $(relay_field D refused_resources)" "2 0" \
-	"/status: refused_full counts the 503s, refused_resources none"
+is "$(moved D '')" "refused_full+2" \
+	"/status: refused_full counts the two 503s (no slot to take or evict), nothing else moved"
+is "$(moved U '')" "total+2 unreachable+2" "/status: the two 502s are unreachable's, each a connect begun"
 
 # --- the Rocket-like guest agent, and the agent in front of it -----------------------
 stand_in G --keepalive 10 || { echo "not ok - no stand-in G"; exit 1; }
@@ -163,8 +199,9 @@ diag "Rocket-like stand-in on $G, agent A on $A"
 out=$(python3 "$CL" "$A" trickle 'GET /logs/a HTTP/1.1\r\nHost: x\r\nCookie: ' 30)
 awk -v s="$out" -v h="$HT" 'BEGIN { exit !(s >= h - 0.5 && s < h + 15) }'
 ok $? "a first head trickled forever (its line whole) is cut near header_timeout (${out:-?} s, header_timeout $HT s)"
-is "$(relay_field A total) $(relay_field A head_timeout)" "0 1" \
-	"...never relayed (total 0), and counted: head_timeout 1"
+is "$(moved A '')" "head_timeout+1" \
+	"...never relayed, and counted as the relay's head_timeout alone (its first line said it was the relay's)"
+before=$(counts A)
 # 30000 bytes of cookie fit in the bound (32768, nginx's 4 x 8 KiB); 40000 do not.
 cookie() { python3 -c "import sys; sys.stdout.write('a' * int(sys.argv[1]))" "$1"; }
 out=$(python3 "$CL" "$A" raw "GET /small HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\nCookie: $(cookie 30000)\\r\\n\\r\\n" | sed -n 1p)
@@ -173,15 +210,42 @@ out=$(python3 "$CL" "$A" raw "GET /small HTTP/1.1\\r\\nHost: x\\r\\nCookie: $(co
 is "$out" "HTTP/1.1 400 Bad Request body=43 " "a 40000-byte head is answered 400, as nginx answers it"
 out=$(python3 "$CL" "$A" raw "GET /$(cookie 40000) HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" | sed -n 1p)
 is "$out" "HTTP/1.1 414 URI Too Long" "a 40000-byte request line is answered 414"
-is "$(relay_field A head_too_large) $(relay_field A total)" "2 1" \
+is "$(moved A "$before")" "total+1 head_too_large+2" \
 	"/status: head_too_large 2, and only the 30000-byte head relayed"
 
-# --- a reset mid-answer is passed on as a reset ---------------------------------------
+# --- heads dripped a byte per segment -------------------------------------------------
+# 50 connections from 127.0.0.3 send relay-bound heads one byte per send, as
+# fast as they go, up to 32000 bytes, then reset and start again. Looked at
+# on every arrival (a peek of all that is queued, which costs the kernel a
+# walk of the queue per segment it copies), with the receive queue
+# autotuned to thousands of such segments, they kept the gate thread so
+# busy that 4 Health polls of 14 timed out. Every poll must be answered.
+agent K - --relay "127.0.0.1:$G" || { echo "not ok - agent K did not start"; exit 1; }
+bg_client DRIP "$K" drip 50 12 32000 --from 127.0.0.3
+python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$K" --duration 8 --gap 200 >"$T/drip_poll.out"
+reap 60 "$DRIP_PID"
+read -r polls okn <<<"$(sed -n 's/^polls=\([0-9]*\) ok=\([0-9]*\).*/\1 \2/p' "$T/drip_poll.out")"
+[ "${polls:-0}" -ge 10 ] && [ "$okn" = "$polls" ]
+ok $? "50 connections dripping heads a byte per segment: every Health poll answered ($(cat "$T/drip_poll.out"); $(cat "$T/DRIP.out"))"
+
+# --- a reset mid-answer is passed on as a reset, both ways -----------------------------
+before=$(counts A)
 out=$(python3 "$CL" "$A" ending /cut)
 like "$out" '^reset [0-9]+ ' "a guest agent that resets mid-answer (a close-delimited body): the client sees a reset ($out)"
 like "$out" '^reset 72 ' "...after the 72 bytes sent before it"
 wait_for 20 relay_is A reset 1
-is "$(relay_field A reset)" 1 "/status: reset 1"
+is "$(moved A "$before")" "total+1 reset+1" "/status: reset 1, nothing else"
+# A client that resets mid-upload (its head and 1000 bytes of the body it
+# announced sent, the stand-in reading the rest): the stand-in must see a
+# reset, not a clean end, which would pass for a body cut short by a client
+# that meant it.
+before=$(counts A)
+python3 "$CL" "$A" upload "/upload?$T/up1" 1000000 "$T/up1.got" >"$T/up1.out"
+wait_for 20 test -e "$T/up1.end"
+like "$(cat "$T/up1.end" 2>/dev/null)" '^reset [0-9]+$' \
+	"a client that resets mid-upload: the stand-in guest agent sees a reset ($(cat "$T/up1.end" 2>/dev/null))"
+wait_for 20 relay_is A reset 2
+is "$(moved A "$before")" "total+1 reset+1" "/status: reset 1 more, nothing else"
 
 # --- 2000 idle connections from one address -------------------------------------------
 # 1000 with a whole request, relayed and then quiet (the Rocket-like
@@ -235,7 +299,7 @@ pass_time 1200
 is "$(code "$E" /small | cut -d' ' -f1)" 200 "two quiet slots of two: a newcomer is relayed"
 reap 40 "$Q1_PID"
 like "$(cat "$T/Q1.out")" '^reset ' "...and the quieter one (the first) is reset, not closed ($(cat "$T/Q1.out"))"
-is "$(relay_field E evicted)" 1 "/status: evicted 1"
+is "$(moved E '')" "total+3 evicted+1" "/status: evicted 1, nothing else"
 bg_end Q2
 wait_for 20 relay_is E open 0
 for i in 1 2; do
@@ -245,7 +309,7 @@ done
 # Both streams have lived more than a second (10 lines each).
 wait_for 30 sh -c "[ \$(grep -c '^line' '$T/s1.out') -ge 12 ] && [ \$(grep -c '^line' '$T/s2.out') -ge 12 ]"
 is "$(code "$E" /small | cut -d' ' -f1)" 503 "two busy slots of two: a newcomer is answered 503"
-is "$(relay_field E refused_full) $(relay_field E evicted)" "1 1" "/status: refused_full 1, evicted still 1"
+is "$(moved E '')" "total+5 refused_full+1 evicted+1" "/status: refused_full 1, evicted still 1, nothing else"
 like "$(grep 'every slot moved bytes' "$T/E.log")" 'warning: relay: every slot moved bytes' \
 	"the first 503 of a run is logged at warning"
 
@@ -254,7 +318,7 @@ agent I - --relay "127.0.0.1:$S" --relay-idle-timeout 2 || { echo "not ok - agen
 out=$(python3 "$CL" "$I" ending /small keep)
 awk -v s="${out##* }" 'BEGIN { exit !(s >= 1.5 && s < 15) }' && [ "${out%% *}" = reset ]
 ok $? "a relayed connection quiet for relay_idle_timeout (2 s) is reset ($out)"
-is "$(relay_field I idle_closed)" 1 "/status: idle_closed 1"
+is "$(moved I '')" "total+1 idle_closed+1" "/status: idle_closed 1, nothing else"
 
 # --- out of fds: a 503 of its own cause --------------------------------------------
 # The agent's soft fd limit lowered (prlimit) so that the lowest free fd
@@ -263,15 +327,113 @@ is "$(relay_field I idle_closed)" 1 "/status: idle_closed 1"
 if command -v prlimit >/dev/null; then
 	free=$(ls "/proc/$I_PID/fd" | sort -n | awk '$1 != n { exit } { n++ } END { print n }')
 	soft=$(prlimit --pid "$I_PID" --nofile --output SOFT --noheadings)
+	before=$(counts I)
 	prlimit --pid "$I_PID" --nofile=$((free + 1)):
 	is "$(code "$I" /small | cut -d' ' -f1)" 503 "no fd left for the guest agent's socket: 503"
 	prlimit --pid "$I_PID" --nofile="$soft":
-	is "$(relay_field I refused_resources) $(relay_field I refused_full)" "1 0" \
-		"/status: refused_resources counts it, refused_full does not"
+	is "$(moved I "$before")" "refused_resources+1" \
+		"/status: refused_resources counts it, and nothing else (no connect was begun: total stays)"
 	is "$(code "$I" /small | cut -d' ' -f1)" 200 "fds back: relayed again"
 else
 	for i in 1 2 3; do ok 0 "# SKIP prlimit is not installed (util-linux)"; done
 fi
+
+# --- out of fds mid-transfer: a cause of its own -------------------------------------
+# A relayed upload under way holds no pipe between two reads (an emptied one
+# goes back to the pool of 8). Ten clients that stop reading hold a pipe each
+# with bytes in it (the pool's 8 and 2 more), so the pool is empty; then the
+# agent's soft fd limit is lowered so that it can make no fd, and the upload
+# goes on: its next bytes find no pipe, and both sides are reset. That is the
+# agent's want of fds, not a failure of either side: reset_resources, not reset.
+if command -v prlimit >/dev/null; then
+	agent P - --relay "127.0.0.1:$S" || { echo "not ok - agent P did not start"; exit 1; }
+	bg_client UPL "$P" upload "/upload?$T/up2" 4000000 "$T/up2.got" "$T/up2.go"
+	wait_for 20 test -e "$T/up2.got"
+	coproc STALLS { python3 "$CL" "$P" stall 16 10; }
+	PIDS+=("$STALLS_PID")
+	read -r -t 60 stalled <&"${STALLS[0]}"
+	# The relay has stopped reading the stand-in for all ten: their pipes are full.
+	held10() { [ "$(ss -Htn "( dport = :$S )" | awk '$2 > 0' | wc -l)" -ge 10 ]; }
+	wait_for 60 held10
+	ok $? "ten clients that stop reading: the relay holds a pipe of bytes for each (${stalled:-no answer})"
+	before=$(counts P)
+	free=$(ls "/proc/$P_PID/fd" | sort -n | awk '$1 != n { exit } { n++ } END { print n }')
+	soft=$(prlimit --pid "$P_PID" --nofile --output SOFT --noheadings)
+	prlimit --pid "$P_PID" --nofile="$free":
+	touch "$T/up2.go"
+	reap 60 "$UPL_PID"
+	prlimit --pid "$P_PID" --nofile="$soft":
+	like "$(cat "$T/UPL.out")" '^reset ' "no fd for a pipe mid-upload: the client sees a reset ($(cat "$T/UPL.out"))"
+	wait_for 20 test -e "$T/up2.end"
+	like "$(cat "$T/up2.end" 2>/dev/null)" '^reset ' \
+		"...and so does the stand-in guest agent ($(cat "$T/up2.end" 2>/dev/null))"
+	is "$(moved P "$before")" "reset_resources+1" "/status: reset_resources counts it, reset does not"
+	exec {STALLS[1]}>&-
+	reap 30 "$STALLS_PID"
+else
+	for i in 1 2 3 4; do ok 0 "# SKIP prlimit is not installed (util-linux)"; done
+fi
+
+# --- the gate's queue for the relay full: a cause of its own ---------------------------
+# Two slots, both held by quiet connections that a newcomer could evict. The
+# relay thread is stopped (ptrace, that thread alone): the gate takes 514
+# newcomers, queues 512 of them for the relay thread and answers the other 2
+# 503 at once (refused_queue: not refused_full, since no slot was busy). The
+# relay thread let go, the first two queued evict the quiet ones and the
+# other 510 find two links still connecting, none to evict (refused_full).
+agent Z "$(slots_limit 2)" --relay "127.0.0.1:$S" || { echo "not ok - agent Z did not start"; exit 1; }
+bg_client QZ "$Z" hold 2 /small --reopen 3600
+wait_for 20 grep -q answered= "$T/QZ.out"
+coproc STOPR { python3 tests/lib/thread_stop.py "$Z_PID" healthd-relay 2>&1; }
+PIDS+=("$STOPR_PID")
+read -r -t 30 stopped <&"${STOPR[0]}"
+if [ "$stopped" = stopped ]; then
+	before=$(counts Z)
+	bg_client NZ "$Z" hold 514 /small --from 127.0.0.6 --reopen 3600
+	wait_for 60 eval '[ "$(relay_field Z refused_queue)" -ge 2 ]'
+	is "$(moved Z "$before")" "refused_queue+2" \
+		"the relay thread stopped, 514 newcomers: 512 queued, 2 answered 503 at once, counted as refused_queue alone"
+	exec {STOPR[1]}>&-
+	reap 30 "$STOPR_PID"
+	wait_for 60 moved_is Z "$before" "total+2 refused_full+510 refused_queue+2 evicted+2"
+	is "$(moved Z "$before")" "total+2 refused_full+510 refused_queue+2 evicted+2" \
+		"...let go: 2 of the queue evict the quiet ones, 510 find none to evict (refused_full)"
+	bg_end NZ
+else
+	diag "thread_stop: ${stopped:-nothing}"
+	for i in 1 2; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
+fi
+bg_end QZ
+
+# --- the gate's own closes, and the relay's, apart -------------------------------------
+# An fd limit of 200 leaves the gate 72 slots (64 fds for connections being
+# accepted beyond them, 64 spare: rpc/gate.c) and the relay none. 72 heads
+# that never end (a request line and a header), then 28 more: each of the 28
+# finds the slots full and closes the longest waiting (head_evicted), and the
+# 72 left are cut at header_timeout (head_timeout). Their first lines said
+# they were the relay's. Then the same with first lines that never end
+# ("GET /logs/w"): nothing says whose they are, and the gate's own counters
+# count them (listener_evicted, listener_head_timeout).
+agent W 200 --relay "127.0.0.1:$S" || { echo "not ok - agent W did not start"; exit 1; }
+# arrived N: N connections to W from 127.0.0.4 have bytes in the agent's
+# sockets, so the gate has had their arrival before anything that follows.
+arrived() { [ "$(ss -Htn state established "( sport = :$W )" dst 127.0.0.4 | awk '$1 > 0' | wc -l)" -ge "$1" ]; }
+for what in --line-only --partial; do
+	before=$(counts W)
+	bg_client W1 "$W" hold 72 /logs/w --from 127.0.0.4 "$what" --reopen 3600
+	wait_for 30 arrived 72
+	bg_client W2 "$W" hold 28 /logs/w --from 127.0.0.4 "$what" --reopen 3600
+	if [ "$what" = --line-only ]; then
+		want="head_timeout+72 head_evicted+28" whose="the relay's"
+	else
+		want="listener_head_timeout+72 listener_evicted+28" whose="the listener's own"
+	fi
+	wait_for 30 moved_is W "$before" "$want"
+	is "$(moved W "$before")" "$want" \
+		"100 ${what#--} heads, 72 gate slots: 28 evicted oldest first, 72 cut at header_timeout, counted as $whose"
+	bg_end W1
+	bg_end W2
+done
 
 # --- a peer that vanishes ---------------------------------------------------------------
 # A client from 127.0.0.5 follows a log stream, another keeps an idle
@@ -282,15 +444,16 @@ if [ -n "$NETNS" ] && command -v nft >/dev/null; then
 	wait_for 30 relay_is A open 0
 	bg_client V1 "$A" hold 1 /logs/v --from 127.0.0.5 --reopen 3600
 	bg_client V2 "$A" hold 1 /small --from 127.0.0.5 --reopen 3600
-	wait_for 20 relay_is A open 2
-	before=$(relay_field A dead_peer)
+	wait_for 20 relay_is A open 2 && wait_for 20 grep -q answered= "$T/V1.out" &&
+		wait_for 20 grep -q answered= "$T/V2.out"
+	before=$(counts A)
 	nft add table inet vanish && nft add chain inet vanish out '{ type filter hook output priority 0; }' &&
 		nft add rule inet vanish out ip daddr 127.0.0.5 drop &&
 		nft add rule inet vanish out ip saddr 127.0.0.5 drop
 	ok $? "every packet to and from 127.0.0.5 dropped (nft)"
 	wait_for 30 relay_is A open 0
 	ok $? "both slots are free again ($(relay_field A open) open)"
-	is "$(($(relay_field A dead_peer) - before))" 2 "/status: dead_peer counts both"
+	is "$(moved A "$before")" "dead_peer+2" "/status: dead_peer counts both, nothing else"
 	wait_for 20 eval '[ "$(upstream_conns "$G")" = 0 ]'
 	ok $? "...and the stand-in's side of both was reset ($(upstream_conns "$G") left)"
 	nft delete table inet vanish
@@ -302,9 +465,11 @@ fi
 
 # --- what the counters say, by name ---------------------------------------------------
 ctl A metrics >"$T/metrics"
-for m in relay_slots relay_open relay_total relay_refused_full_total relay_refused_resources_total \
-	relay_unreachable_total relay_evicted_total relay_idle_closed_total relay_head_timeout_total \
-	relay_head_too_large_total relay_reset_total relay_dead_peer_total; do
+for m in relay_slots relay_open relay_total relay_refused_full_total relay_refused_queue_total \
+	relay_refused_resources_total relay_unreachable_total relay_evicted_total \
+	relay_idle_closed_total relay_head_timeout_total relay_head_evicted_total \
+	relay_head_too_large_total relay_reset_total relay_reset_resources_total \
+	relay_dead_peer_total listener_head_timeout_total listener_evicted_total; do
 	grep -q "^dstack_healthd_$m " "$T/metrics"
 	ok $? "/metrics: dstack_healthd_$m"
 done
@@ -313,7 +478,7 @@ is "$(sed -n 's/^dstack_healthd_relay_evicted_total //p' "$T/metrics")" "$(relay
 
 # --- a receive buffer too small for the bound ----------------------------------------
 # net.ipv4.tcp_rmem made small in the namespace (8 KiB): the listener's
-# buffer is raised to hold a 30000-byte head, which is relayed instead of
+# buffer is fixed to hold a 30000-byte head, which is relayed instead of
 # stalling until header_timeout.
 if [ -n "$NETNS" ]; then
 	sysctl -qw net.ipv4.tcp_rmem="4096 8192 8192"

@@ -25,6 +25,10 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
                          (a guest agent that fails mid-answer)
   GET  /small            "small\n", kept alive
   POST /echo             the request body back (an upload echo)
+  POST /upload?F         reads the body (Content-Length); writes F.got once the head
+                         is in, and F.end once the body has ended: "whole N", "eof N"
+                         (the stream ended first) or "reset N" (a reset), N the bytes
+                         read; answers "got N" when whole
   anything else          404 "stand-in: not found"
 Every answer carries "Server: stand-in", so a test tells it from the agent.
 Once listening, writes its port to --ready.
@@ -150,8 +154,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def upload(self, flag):
+        open(flag + ".got", "w").close()
+        want, n, how = int(self.headers.get("Content-Length") or 0), 0, "whole"
+        try:
+            while n < want:
+                b = self.rfile.read1(min(want - n, 65536))
+                if not b:
+                    how = "eof"
+                    break
+                n += len(b)
+        except ConnectionResetError:
+            how = "reset"
+        with open(flag + ".end.tmp", "w") as f:
+            f.write("%s %d\n" % (how, n))
+        os.rename(flag + ".end.tmp", flag + ".end")
+        if how == "whole":
+            self.send(200, b"got %d" % n, "text/plain")
+        else:
+            self.close_connection = True
+
     def do_POST(self):
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
+        if path == "/upload":
+            return self.upload(query)
         data = self.body()
         self.calls += 1
         if path == "/prpc/Info":

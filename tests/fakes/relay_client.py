@@ -15,10 +15,10 @@
   relay_client.py PORT trickle HEAD [MAX]   sends HEAD, then "a" every 100 ms
         until the agent closes (or MAX seconds, default 60); prints the
         seconds from connect to close
-  relay_client.py PORT stall N          N x GET / (1 MiB each) sent at once
-        on one connection; reads a first piece of the answers, prints
-        "stalled", reads no more, and closes (unread bytes: a reset) when
-        its standard input ends
+  relay_client.py PORT stall N [K]      N x GET / (1 MiB each) sent at once
+        on each of K connections (default 1); reads a first piece of each
+        one's answers, prints "stalled", reads no more, and closes them
+        (unread bytes: a reset) when its standard input ends
   relay_client.py PORT segments PATH     GET PATH (Connection: close); once the
         whole answer and its end have arrived, prints "segs_in=N LEN" (the
         segments this socket received, from TCP_INFO, and the body length)
@@ -34,18 +34,33 @@
   relay_client.py PORT raw REQUEST     sends REQUEST (\\r\\n escapes allowed),
         reads to the end; prints the status line, then "body=N" (the bytes
         after the head)
-  relay_client.py PORT hold N PATH [--from ADDR] [--line-only] [--reopen S]
-                  [--trickle S]
+  relay_client.py PORT hold N PATH [--from ADDR] [--line-only] [--partial]
+                  [--reopen S] [--trickle S]
         opens N connections (from ADDR, default 127.0.0.1), each sending
         "GET PATH HTTP/1.1" and its head (with --line-only, the request line
-        and one header, no end of head; with --trickle, then one more byte
+        and one header, no end of head; with --partial, "GET PATH" alone, no
+        end of line; with --trickle, then one more byte
         every S seconds: a slowloris), and keeps them, reopening each one
-        that is closed S seconds later (default 0.2), until SIGTERM; prints "opened=N" once the first
-        N have sent their request, then "opened=N closed_by_server=N
+        that is closed S seconds later (default 0.2), until SIGTERM; prints
+        "opened=N" once the first N have sent their request, "answered=N"
+        once N answers have come, then "opened=N closed_by_server=N
         reset=N answered=N" at the end
+  relay_client.py PORT upload PATH BYTES GOT [GO]   POSTs to PATH a head that
+        announces BYTES and the first 1000 of them, and waits for the file
+        GOT (the stand-in has the request). Without GO it then resets the
+        connection (SO_LINGER 0) and prints "reset-sent"; with GO it waits
+        for the file GO, sends the rest and reads to the end; prints "reset
+        N" or "eof N" (N the bytes of answer read)
+  relay_client.py PORT drip N SECONDS BYTES [--from ADDR]
+        N connections (from ADDR, default 127.0.0.1) that each send a
+        relay-bound head's first line and a Cookie header, then one byte
+        per send, as fast as the sockets take them, up to BYTES in all; one
+        that reaches BYTES, or is closed, is reset and opened again; for
+        SECONDS. Prints "bytes=N heads=N" (bytes sent, connections opened)
 Every connection is to 127.0.0.1:PORT; every read has a 30 s deadline.
 """
 import hashlib
+import os
 import select
 import selectors
 import signal
@@ -159,12 +174,17 @@ def main():
                 break
         print("%.2f" % (time.monotonic() - t0))
     elif what == "stall":
-        s = connect(port)
-        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * int(args[0]))
-        s.recv(4096)
+        conns = [connect(port) for _ in range(int(args[1]) if len(args) > 1 else 1)]
+        for s in conns:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * int(args[0]))
+        for s in conns:
+            s.recv(4096)
         print("stalled", flush=True)
         sys.stdin.read()
-        s.close()
+        for s in conns:
+            s.close()
+    elif what == "upload":
+        upload(port, args[0], int(args[1]), args[2], args[3] if len(args) > 3 else None)
     elif what == "segments":
         s = connect(port)
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -193,6 +213,8 @@ def main():
         print("body=%d" % len(body))
     elif what == "hold":
         hold(port, int(args[0]), args[1], args[2:])
+    elif what == "drip":
+        drip(port, int(args[0]), float(args[1]), int(args[2]), args[3:])
     else:
         sys.exit("unknown: " + what)
 
@@ -221,6 +243,39 @@ def ending(port, path, keep):
     print("%s %d %.2f" % (how, got, time.monotonic() - t0))
 
 
+def wait_file(path):
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            sys.exit("upload: no %s within 30 s" % path)
+        time.sleep(0.01)
+
+
+def upload(port, path, n, got, go):
+    """A request body cut by a reset, or sent on when GO appears."""
+    s = connect(port)
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+              % (path.encode(), n) + b"u" * 1000)
+    wait_file(got)
+    if not go:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        print("reset-sent")
+        return
+    wait_file(go)
+    got, how = 0, "eof"
+    try:
+        s.sendall(b"u" * (n - 1000))
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += len(b)
+    except (ConnectionResetError, BrokenPipeError):
+        how = "reset"
+    print("%s %d" % (how, got))
+
+
 def hold(port, n, path, opts):
     """Many connections from one address, each holding a slot if it can."""
     src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
@@ -228,7 +283,9 @@ def hold(port, n, path, opts):
     trickle = float(opts[opts.index("--trickle") + 1]) if "--trickle" in opts else 0
     next_trickle = time.monotonic() + trickle
     req = b"GET %s HTTP/1.1\r\nHost: x\r\n" % path.encode()
-    if "--line-only" not in opts:
+    if "--partial" in opts:
+        req = b"GET %s" % path.encode()
+    elif "--line-only" not in opts:
         req += b"\r\n"
     sel = selectors.DefaultSelector()
     stats = {"opened": 0, "sent": 0, "closed": 0, "reset": 0, "answered": 0}
@@ -248,7 +305,7 @@ def hold(port, n, path, opts):
         one()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    announced = False
+    announced = told = False
     due = []  # reopening times, oldest first
     while not stop:
         if not announced and stats["sent"] >= n:
@@ -294,6 +351,9 @@ def hold(port, n, path, opts):
                 b = b""
             if b.startswith(b"HTTP/1.1 200"):
                 stats["answered"] += 1
+                if not told and stats["answered"] >= n:
+                    print("answered=%d" % n, flush=True)
+                    told = True
             if not b:
                 stats["closed"] += 1
                 sel.unregister(s)
@@ -301,6 +361,48 @@ def hold(port, n, path, opts):
                 due.append(time.monotonic() + later)
     print("opened=%d closed_by_server=%d reset=%d answered=%d" % (
         stats["opened"], stats["closed"], stats["reset"], stats["answered"]))
+
+
+def drip(port, n, seconds, most, opts):
+    """A head a byte at a time on each of n connections, as fast as it goes."""
+    src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
+    first = b"GET /logs/drip HTTP/1.1\r\nHost: x\r\nCookie: "
+    total = heads = 0
+
+    def one():
+        nonlocal heads
+        s = socket.socket()
+        s.bind((src, 0))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            s.connect(("127.0.0.1", port))
+        except OSError:
+            pass
+        s.setblocking(False)
+        heads += 1
+        return [s, 0]
+
+    conns = [one() for _ in range(n)]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for c in conns:
+            s, sent = c
+            try:
+                if sent >= most:
+                    raise ConnectionResetError
+                sent += s.send(first if sent == 0 else b"a")
+                c[1] = sent
+                total += 1 if sent > len(first) else len(first)
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+                c[:] = one()
+    for s, _ in conns:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    print("bytes=%d heads=%d" % (total, heads))
 
 
 def flood(port, n, seconds):
