@@ -3,7 +3,8 @@
  * public listener) that is told to stop makes the file say unhealthy at
  * once and holds its exit until every gateway can have heard it: the guest
  * agent re-reads the file (upstream's REFRESH_INTERVAL, 5 s,
- * Dstack-TEE/dstack guest-agent/src/health.rs), then each gateway node
+ * Dstack-TEE/dstack dstack/guest-agent/src/health.rs at 205f0dd, a sleep
+ * after each refresh), then each gateway node
  * polls it once more (its interval plus its timeout, 5 s + 2 s by default,
  * docs/app-health-checks.md). Compose stops the sidecar before the services
  * it depends on, so the app's containers stop only after the hold. Where
