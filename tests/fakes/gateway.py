@@ -38,7 +38,8 @@ A test tool, not a product part. Taken from Dstack-TEE/dstack at 205f0dd
   `cache_top_n` (30 s; an empty one is not reused); `connect_top_n` 0 picks
   one at random per connection, with the same fail-open.
 * The connection, dstack/gateway/src/proxy/tls_passthough.rs
-  (`connect_multiple_hosts`, `proxy_to_app`): connects to every selected
+  (`connect_multiple_hosts`, `proxy_to_app`; not stored at 205f0dd, read at
+  18f1b1c and at 312dc60, the same race in both): connects to every selected
   instance at once and keeps the first connection that succeeds (the others
   are dropped), all under `timeouts.connect` (5 s); when none connects the
   client's connection is closed. Then the bytes read so far are written and
@@ -60,6 +61,14 @@ Where it differs, on purpose:
 * Everything on loopback: each instance is its own 127.x address; this
   node's polls leave from the node's own listen address, as each gateway
   node polls from its own WireGuard address.
+* No limits on a bridged connection: upstream ends one after `timeouts.total`
+  (5 h) and after `timeouts.idle` with no byte either way (10 min; proxy.rs
+  `conn_task`, proxy/idle.rs, gateway.toml), both far longer than a
+  rollout's step, so no request here could meet them.
+* Not modelled, since no rollout touches them: the instance's own
+  `health_check` flag (every instance here is gated), the saved health
+  snapshot (`health_store`), Admin.SetInstanceReady, port policy and
+  connection limits.
 
 The control port (--control) answers GET /state with this node's view as
 JSON: {"name", "health": {id: state}, "top": [ids of the cached selection],
@@ -77,7 +86,9 @@ import sys
 import threading
 import time
 
-MAX_RESPONSE = 64 * 1024  # upstream bounds a guest agent's answer
+# upstream's bound on a guest agent's answer (dstack/gateway/src/proxy.rs,
+# MAX_GUEST_RESPONSE_BYTES at 205f0dd: sized for Info, which Health shares)
+MAX_RESPONSE = 16 * 1024 * 1024
 HEAD_MAX = 16 * 1024
 
 
