@@ -349,7 +349,7 @@ int main(void)
 	pthread_t th;
 	struct server hs = { .fd = hfd };
 	pthread_create(&th, NULL, http_server, &hs);
-	pid_t tls = tls_server(dir, &tport, false), dhe = -1;
+	pid_t tls = tls_server(dir, &tport, false), dhe = tls > 0 ? tls_server(dir, &dport, true) : -1;
 
 	struct container_list l = { 0 };
 	snprintf(probe, sizeof(probe), "http://:%d/healthz", hport);
@@ -403,6 +403,8 @@ int main(void)
 		{ "tls-to-plain", PROBE_UNHEALTHY, PROBE_TLS },
 		{ "hourly", PROBE_HEALTHY, PROBE_PASS },
 		{ "https", PROBE_HEALTHY, PROBE_PASS },
+		/* Finite-field DH is the server's to size: never offered. */
+		{ "dhe-only", PROBE_UNHEALTHY, PROBE_TLS },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		const struct container_probe *cp = find(&l, want[i].name);
