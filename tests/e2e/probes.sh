@@ -46,7 +46,7 @@ services:
     volumes: ["$DH_T/ctl-web:/ctl"]
     labels:
       dstack.healthd.probe: "http://:8080/healthz?x=1"
-      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.interval: "2s"
       dstack.healthd.probe.timeout: "1s"
       dstack.healthd.probe.retries: "3"
   db:
@@ -98,16 +98,41 @@ is "$(probe_of db target)" "tcp://$("$DH_DOCKER" inspect -f '{{range .NetworkSet
 
 # --- flips: 500, refused, slow; retries counted ----------------------------
 unhealthy_web() { healthd_expect false pr_web_1 "$1"; }
-echo 500 >"$DH_T/ctl-web/mode"
-streak1() {
-	local s
-	s=$(status_json) || return 1
-	[ "$(printf '%s' "$s" | dh_json "[c['agent_probe']['failing_streak'] for c in d['containers'] if c['service'] == 'web'][0]")" -ge 1 ] 2>/dev/null &&
-		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = True ] ||
-		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = true ]
+# Each /status is one refresh: web's probe record and the verdict published
+# with it. Every one is kept from the flip on until one is unhealthy. web's
+# interval (2 s) is twice the refresh's, so that each streak below retries
+# is seen by a refresh, however loaded the machine.
+web_snap() {
+	status_json | dh_json "[' '.join([str(c['agent_probe']['failing_streak']), 'true' if d['verdict']['healthy'] else 'false', str(c['agent_probe']['last_time']), str(c['agent_probe']['last_change'])]) for c in d['containers'] if c['service'] == 'web'][0]"
 }
-wait_for 20 streak1
-ok $? "retries: a failing probe below retries (3) leaves the verdict healthy"
+snap_unhealthy() {
+	local s
+	s=$(web_snap)
+	printf '%s\n' "$s" >>"$DH_T/snaps"
+	case $s in [0-9]*" false "*) return 0 ;; esac
+	return 1
+}
+echo 500 >"$DH_T/ctl-web/mode"
+: >"$DH_T/snaps"
+wait_for 40 snap_unhealthy
+ok $? "HTTP 500: a refresh shows web unhealthy" || tail -n 5 "$DH_T/snaps" | sed 's/^/# /'
+n=$(awk '$1 == 2 && $2 == "true"' "$DH_T/snaps" | wc -l)
+ok "$([ "$n" -ge 1 ]; echo $?)" \
+	"retries 3: after 2 failures in a row /status shows the streak, the verdict still healthy (seen in $n reads)"
+is "$(awk '$1 < 3 && $2 == "false"' "$DH_T/snaps" | head -n 3)" "" \
+	"never unhealthy below 3 failures in a row"
+first=$(awk '$2 == "false" { print; exit }' "$DH_T/snaps")
+# The third failure kicks a refresh at once, so the first unhealthy one
+# shows a streak of 3 and the change at that very probe (last_change =
+# last_time); one a whole interval late shows more, and the change at an
+# earlier probe.
+if [ "${first%% *}" = 3 ]; then
+	ok "$(set -- $first; [ "$3" = "$4" ]; echo $?)" \
+		"unhealthy at the third failure: its last change is that probe ($first)"
+else
+	ok "$(set -- $first; [ "$1" -gt 3 ] && [ "$3" != "$4" ]; echo $?)" \
+		"unhealthy at the third failure, seen late by a refresh ($first)"
+fi
 wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (HTTP status 500)')"
 is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (HTTP status 500)')" \
 	"HTTP 500: unhealthy after retries, in the agent's words"
