@@ -53,9 +53,10 @@ struct probe_spec {
  * agent connect anywhere but the container's own address. */
 int probe_spec_parse(const struct probe_labels *l, struct probe_spec *out, char *why, size_t n);
 
-/* Pure: Docker's (Go's time.ParseDuration) syntax, "10s", "1m30s", "500ms",
- * "1.5s", no sign; into ms (truncated). -EINVAL, -ERANGE past a day. */
-int probe_parse_duration(const char *s, int64_t *ms);
+/* Pure: a duration as Docker reads one (Go's time.ParseDuration: "10s",
+ * "1m30s", "1.5s", "500ms", "2us", "+5s", "-5s", "0"), into ns. -EINVAL
+ * for what Go refuses, -ERANGE past a day either way. */
+int probe_parse_duration(const char *s, int64_t *ns);
 
 /* What one probe ended in. The words (probe_result_text) are the agent's
  * own fixed vocabulary: the public answer may carry them. */
