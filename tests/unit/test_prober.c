@@ -52,7 +52,9 @@ static int listener(int *port)
 
 struct server {
 	int fd;
-	int delay_ms; /* between the request and the answer */
+	int delay_ms;      /* between the request and the answer */
+	atomic_int *asked; /* set when a request came (NULL: none) */
+	atomic_int *after; /* answers only once this is set (10 s at most) */
 };
 
 /* Answers every connection with 200 until the listener is shut down. */
@@ -65,6 +67,11 @@ static void *http_server(void *arg)
 			return NULL;
 		char buf[4096];
 		if (recv(c, buf, sizeof(buf), 0) > 0) {
+			if (s->asked)
+				atomic_store(s->asked, 1);
+			for (int64_t until = clock_mono_ms() + 10000;
+			     s->after && !atomic_load(s->after) && clock_mono_ms() < until;)
+				usleep(1000);
 			usleep((useconds_t)s->delay_ms * 1000);
 			static const char ok200[] =
 				"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
@@ -243,21 +250,26 @@ static void stall_kick(void *arg)
 	}
 }
 
-/* While the thread is held past another probe's deadline, that probe's
- * answer comes (300 ms after its request): it came in time, and is read,
- * not timed out. */
-static void stall_spares_answers(int hport)
+/* While the thread is held past a probe's deadline, that probe's answer
+ * comes (300 ms after its request): it came in time, and is read, not timed
+ * out. The hold is the kick of another probe, whose server answers only
+ * once the first one's request has come, so that the first is waiting for
+ * its answer when the thread is held. */
+static void stall_spares_answers(void)
 {
-	int sport;
-	struct server ss = { .fd = listener(&sport), .delay_ms = 300 };
-	pthread_t th;
-	pthread_create(&th, NULL, http_server, &ss);
+	int aport, tport;
+	atomic_int asked = 0;
+	struct server as = { .fd = listener(&aport), .delay_ms = 300, .asked = &asked },
+		      ts = { .fd = listener(&tport), .after = &asked };
+	pthread_t ath, tth;
+	pthread_create(&ath, NULL, http_server, &as);
+	pthread_create(&tth, NULL, http_server, &ts);
 	struct container_list l = { 0 };
 	char probe[64];
-	snprintf(probe, sizeof(probe), "http://:%d/", hport);
-	add(&l, "quick", probe);
-	snprintf(probe, sizeof(probe), "http://:%d/", sport);
+	snprintf(probe, sizeof(probe), "http://:%d/", aport);
 	add(&l, "answered", probe);
+	snprintf(probe, sizeof(probe), "http://:%d/", tport);
+	add(&l, "trigger", probe);
 	for (size_t i = 0; i < l.n; i++) {
 		free(l.v[i].probe_labels.interval);
 		free(l.v[i].probe_labels.timeout);
@@ -271,9 +283,11 @@ static void stall_spares_answers(int hport)
 		is_str(probe_result_name(l.v[i].probe->state.last), "pass",
 		       "%s: an answer that came while the thread was held passes", l.v[i].name);
 	container_list_free(&l);
-	shutdown(ss.fd, SHUT_RDWR);
-	close(ss.fd);
-	pthread_join(th, NULL);
+	for (int i = 0; i < 2; i++) {
+		shutdown(i ? ts.fd : as.fd, SHUT_RDWR);
+		close(i ? ts.fd : as.fd);
+		pthread_join(i ? tth : ath, NULL);
+	}
 }
 
 /* A peer that drops the SYN (its accept queue full) sends no event: the
@@ -449,7 +463,7 @@ int main(void)
 	ok(clock_mono_ms() - t0 < 2000, "stops at once, probes in flight closed");
 	container_list_free(&l);
 	sockets_bounded(silent_port);
-	stall_spares_answers(hport);
+	stall_spares_answers();
 	deadline_without_events();
 	shutdown(hfd, SHUT_RDWR);
 	close(hfd);
