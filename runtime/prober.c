@@ -108,9 +108,7 @@ static bool want(const struct container *c, struct target *t)
 	t->spec = p->spec;
 	t->addr.sin_family = AF_INET;
 	t->addr.sin_port = htons((uint16_t)p->spec.port);
-	const char *ip = c->network_mode && strcmp(c->network_mode, "host") == 0 ? "127.0.0.1"
-										 : c->ip;
-	return inet_pton(AF_INET, ip, &t->addr.sin_addr) == 1;
+	return inet_pton(AF_INET, p->ip, &t->addr.sin_addr) == 1;
 }
 
 static void wake(struct prober *p)
@@ -144,10 +142,10 @@ static int count_wanted(struct container_list *l, struct target **out, size_t *n
 	return 0;
 }
 
-int prober_sync(struct prober *p, struct container_list *l)
+int prober_sync(struct prober *p, struct container_list *l, const struct container *self)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (probe_prepare(&l->v[i]) < 0)
+		if (probe_prepare(&l->v[i], self) < 0)
 			return -ENOMEM;
 	if (!p)
 		return 0;

@@ -266,6 +266,73 @@ like "$m" 'dstack_healthd_probes_total\{result="timeout"\} [1-9]' "metrics: time
 healthd_stop a
 ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report"
 
+# --- from a sidecar: the agent takes itself for container pr_agent_1 (its
+# /etc/hostname bind-mounted from a folder named by that id, as Docker
+# mounts it; runtime/selfid.c), a service on the project's networks default
+# and front. It probes only at addresses on networks that container is on:
+# "both" at its front address (back's comes first by name), "backonly" is
+# an entry, and so is "hostnet", whose loopback is not the sidecar's. ------
+cat >"$DH_T/side.yml" <<EOF
+version: "2.4"
+services:
+  agent:
+    image: probe-srv:1
+    command: ["8090"]
+    networks: [default, front]
+  both:
+    image: probe-srv:1
+    command: ["8091"]
+    networks: [front, back]
+    labels:
+      dstack.healthd.probe: "http://:8091/"
+      dstack.healthd.probe.interval: "1s"
+  backonly:
+    image: probe-srv:1
+    command: ["8092"]
+    networks: [back]
+    labels:
+      dstack.healthd.probe: "http://:8092/"
+  hostnet:
+    image: probe-srv:1
+    command: ["8093"]
+    network_mode: host
+    labels:
+      dstack.healthd.probe: "http://:8093/"
+networks:
+  front: {}
+  back: {}
+EOF
+timeout 120 docker-compose --no-ansi -p pr -f "$DH_T/side.yml" up -d >"$DH_T/up3.log" 2>&1
+ok $? "docker-compose up: the sidecar's container, both, backonly, hostnet" ||
+	sed 's/^/# /' "$DH_T/up3.log"
+me=$("$DH_DOCKER" inspect -f '{{.Id}}' pr_agent_1)
+mkdir -p "$DH_T/containers/$me" && echo sidecar >"$DH_T/containers/$me/hostname"
+cat >"$DH_T/in-container" <<EOF
+#!/bin/bash
+exec unshare -m -- sh -c 'mount --bind "\$0" /etc/hostname && exec "\$@"' \\
+	"$DH_T/containers/$me/hostname" "$HEALTHD_BIN" "\$@"
+EOF
+chmod +x "$DH_T/in-container"
+real_bin=$HEALTHD_BIN
+HEALTHD_BIN=$DH_T/in-container healthd_start s "$DH_T/rt.json" --interval 1 \
+	--control-socket "$DH_T/ctl-s.sock" --metrics-listen "" --log-level debug
+HEALTHD_BIN=$real_bin
+side_json() { "$HEALTHD_BIN" status --json --control-socket "$DH_T/ctl-s.sock" 2>/dev/null; }
+front=$("$DH_DOCKER" inspect -f '{{(index .NetworkSettings.Networks "pr_front").IPAddress}}' pr_both_1)
+want=$(healthd_expect false \
+	pr_backonly_1 "probe: the container is on no network the agent's own container is on" \
+	pr_hostnet_1 "probe: the container has network_mode host and the agent's own container does not: loopback there is the agent's own")
+wait_for 40 healthd_query_is s "$want"
+is "$(healthd_query s)" "$want" \
+	"sidecar: a service on no network it shares and a host-network one are entries; the rest pass"
+is "$(side_json | dh_json "[c['agent_probe']['target'] for c in d['containers'] if c['service'] == 'both'][0]")" \
+	"http://$front:8091/" "sidecar: both is probed at its address on front, a network the sidecar is on"
+is "$(side_json | dh_json "[c['skipped'] for c in d['containers'] if c['service'] == 'agent'][0]")" \
+	"the agent itself" "sidecar: its own container found by its /etc/hostname mount, and skipped"
+healthd_stop s
+ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report (sidecar)"
+"$DH_DOCKER" rm -f pr_agent_1 pr_both_1 pr_backonly_1 pr_hostnet_1 >/dev/null
+
 # --- nerdctl: the stand-in prints nerdctl 2.x's inspect; the address it
 # gives (10.4.0.5 on unknown-eth0) is made to exist in this namespace ---------
 ip addr add 10.4.0.5/32 dev lo

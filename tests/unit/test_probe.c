@@ -286,7 +286,7 @@ static const char docker_obj[] =
 	"\"HostConfig\":{\"NetworkMode\":\"%s\"},\"NetworkSettings\":{\"IPAddress\":\"\","
 	"\"Networks\":{%s}}}";
 
-static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
+static int parse_obj(const char *fmt_extra, const char *mode, const char *nets,
 		     struct container *c)
 {
 	char buf[2048];
@@ -297,36 +297,77 @@ static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
 	if (r == 0)
 		r = inspect_parse_object(&j, 0, c, &err);
 	json_free(&j);
-	return r < 0 ? r : probe_prepare(c);
+	return r;
 }
 
+static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
+		     struct container *c)
+{
+	int r = parse_obj(fmt_extra, mode, nets, c);
+	return r < 0 ? r : probe_prepare(c, NULL);
+}
+
+#define NET(name, ip) "\"" name "\":{\"IPAddress\":\"" ip "\"}"
+#define NETID(name, id, ip) "\"" name "\":{\"NetworkID\":\"" id "\",\"IPAddress\":\"" ip "\"}"
+
+/* The address probed, from where the agent is: self_mode NULL is an agent
+ * on the machine (not in a container); else its own container (a sidecar)
+ * with that NetworkMode and those networks. */
 static void addresses(void)
 {
 	static const struct {
-		const char *mode, *nets, *target, *why;
+		const char *mode, *nets, *self_mode, *self_nets, *target, *why;
 	} t[] = {
-		{ "demo_default", "\"demo_default\":{\"IPAddress\":\"172.18.0.2\"}", "http://172.18.0.2:8080", NULL },
-		{ "demo_b", "\"demo_b\":{\"IPAddress\":\"172.19.0.3\"},\"demo_a\":{\"IPAddress\":\"172.20.0.4\"}",
+		{ "demo_default", NET("demo_default", "172.18.0.2"), NULL, NULL, "http://172.18.0.2:8080", NULL },
+		{ "demo_b", NET("demo_b", "172.19.0.3") "," NET("demo_a", "172.20.0.4"), NULL, NULL,
 		  "http://172.20.0.4:8080", NULL },
-		{ "host", "\"host\":{\"IPAddress\":\"\"}", "http://127.0.0.1:8080", NULL },
-		{ "none", "\"none\":{\"IPAddress\":\"\"}", NULL, "no IPv4 address" },
-		{ "container:abc", "", NULL, "no IPv4 address" },
-		{ "x", "\"x\":{\"IPAddress\":\"not-an-ip\"}", NULL, "no IPv4 address" },
-		{ "x", "\"x\":{\"IPAddress\":7}", NULL, "no IPv4 address" },
+		{ "host", NET("host", ""), NULL, NULL, "http://127.0.0.1:8080", NULL },
+		{ "none", NET("none", ""), NULL, NULL, NULL, "no IPv4 address" },
+		{ "container:abc", "", NULL, NULL, NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":\"not-an-ip\"}", NULL, NULL, NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":7}", NULL, NULL, NULL, "no IPv4 address" },
+		/* The first by name with a valid address: a bad first one hides none. */
+		{ "a", NET("a", "bogus") "," NET("b", "172.20.0.4"), NULL, NULL, "http://172.20.0.4:8080", NULL },
+		{ "a", NET("a", "") "," NET("b", "172.20.0.5"), NULL, NULL, "http://172.20.0.5:8080", NULL },
+		{ "a", "\"a\":{\"IPAddress\":7}," NET("b", "172.20.0.6"), NULL, NULL, "http://172.20.0.6:8080", NULL },
+		/* A sidecar on a network of its own: one it shares, first by name. */
+		{ "demo_a", NET("demo_a", "172.20.0.4") "," NET("demo_b", "172.19.0.3") "," NET("demo_c", "172.21.0.3"),
+		  "demo_b", NET("demo_c", "172.21.0.9") "," NET("demo_b", "172.19.0.9"),
+		  "http://172.19.0.3:8080", NULL },
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "other", NET("other", "172.30.0.9"), NULL,
+		  "on no network the agent's own container is on" },
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "none", NET("none", ""), NULL,
+		  "on no network the agent's own container is on" },
+		/* The same name, another network (NetworkID): not shared. */
+		{ "demo_a", NETID("demo_a", "n2", "172.20.0.4"), "demo_a", NETID("demo_a", "n1", "172.20.0.9"),
+		  NULL, "on no network the agent's own container is on" },
+		{ "demo_a", NETID("demo_a", "n1", "172.20.0.4"), "demo_a", NETID("demo_a", "n1", "172.20.0.9"),
+		  "http://172.20.0.4:8080", NULL },
+		/* Host networking: loopback is the machine's only from the machine's stack. */
+		{ "host", NET("host", ""), "demo_a", NET("demo_a", "172.20.0.9"), NULL,
+		  "network_mode host and the agent's own container does not" },
+		{ "host", NET("host", ""), "host", NET("host", ""), "http://127.0.0.1:8080", NULL },
+		{ "demo_b", NET("demo_b", "172.19.0.3") "," NET("demo_a", "172.20.0.4"), "host", NET("host", ""),
+		  "http://172.20.0.4:8080", NULL },
+		/* A sidecar in another's stack has no networks to compare. */
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "container:abc", "", "http://172.20.0.4:8080", NULL },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		struct container c;
-		int r = parse_one("", t[i].mode, t[i].nets, &c);
+		struct container c, self = { 0 };
+		int r = parse_obj("", t[i].mode, t[i].nets, &c);
+		if (r == 0 && t[i].self_mode)
+			r = parse_obj("", t[i].self_mode, t[i].self_nets, &self);
+		if (r == 0)
+			r = probe_prepare(&c, t[i].self_mode ? &self : NULL);
 		ok(r == 0 && c.probe, "address %zu parsed", i);
-		if (r < 0 || !c.probe)
-			continue;
-		if (t[i].target)
+		if (r == 0 && c.probe && t[i].target)
 			is_str(c.probe->usable ? c.probe->target : c.probe->why, t[i].target,
 			       "address %zu: %s", i, t[i].target);
-		else
+		else if (r == 0 && c.probe)
 			ok(!c.probe->usable && strstr(c.probe->why, t[i].why),
 			   "address %zu: none (%s)", i, c.probe->why);
 		container_free(&c);
+		container_free(&self);
 	}
 }
 
