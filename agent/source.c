@@ -81,6 +81,9 @@ static struct {
 	char *docker_host, *id, *project;
 	bool has_stop_timeout;
 	int64_t stop_timeout_s;
+	/* Its network mode and networks as found, for its probes' addresses
+	 * when the list does not show it (another project's sidecar). */
+	struct container net;
 } self_known;
 
 static bool self_recall(const char *docker_host, struct container *self)
@@ -91,7 +94,8 @@ static bool self_recall(const char *docker_host, struct container *self)
 		self->id = strdup(self_known.id);
 		self->project = self_known.project ? strdup(self_known.project) : NULL;
 		/* Out of memory: asked for again, as if never found. */
-		known = self->id && (self->project || !self_known.project);
+		known = self->id && (self->project || !self_known.project) &&
+			container_copy_networks(self, &self_known.net) == 0;
 		if (!known)
 			container_free(self);
 	}
@@ -105,11 +109,13 @@ static bool self_remember(const char *docker_host, const struct container *self)
 {
 	char *h = strdup(docker_host), *id = strdup(self->id),
 	     *p = self->project ? strdup(self->project) : NULL;
+	struct container net = { 0 };
 	bool known = false;
-	if (!h || !id || (self->project && !p)) {
+	if (!h || !id || (self->project && !p) || container_copy_networks(&net, self) < 0) {
 		free(h);
 		free(id);
 		free(p);
+		container_free_networks(&net);
 		return false;
 	}
 	pthread_mutex_lock(&self_lock);
@@ -123,7 +129,10 @@ static bool self_remember(const char *docker_host, const struct container *self)
 	self_known.project = p;
 	self_known.has_stop_timeout = self->has_stop_timeout;
 	self_known.stop_timeout_s = self->stop_timeout_s;
+	struct container old = self_known.net;
+	self_known.net = net;
 	pthread_mutex_unlock(&self_lock);
+	container_free_networks(&old);
 	return !known;
 }
 
@@ -223,8 +232,26 @@ static int64_t app_start(const struct config *cfg, const char **from)
 	return boot;
 }
 
+/* Where the probes leave from (probe_prepare): with Docker, the agent's own
+ * container when it runs in one, as the list shows it now (its networks may
+ * have changed since it was found), else as it was found. nerdctl names its
+ * networks after interfaces (unknown-eth0), which says nothing shared: the
+ * machine's stack is assumed, as for an agent on the host. */
+static const struct container *probe_origin(const struct app_compose *app,
+					    const struct container_list *l,
+					    const struct container *self)
+{
+	if (source_kind(app) != SOURCE_DOCKER || !self->id)
+		return NULL;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].agent_self && l->v[i].network_mode)
+			return &l->v[i];
+	return self;
+}
+
 static int judge_containers(const struct config *cfg, const struct app_compose *app,
-			    const struct runtime_info *ri, const char *self_id, int64_t deadline,
+			    const struct runtime_info *ri, const struct container *self,
+			    int64_t deadline,
 			    int cancel_fd, struct prober *probes, struct source_memory *mem,
 			    struct verdict *out,
 			    struct source_detail *d, struct errbuf *err)
@@ -245,18 +272,18 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 			o.must_inspect = kill_noted;
 			o.must_inspect_arg = stops;
 		}
-		r = docker_list(&o, ri->project, self_id, deadline, &l, err);
+		r = docker_list(&o, ri->project, self->id, deadline, &l, err);
 	}
 	/* What the runtime clients leave untagged is their parsing of an
 	 * answer. */
 	errbuf_tag(err, ERR_KIND_RUNTIME_ANSWER, r);
-	for (size_t i = 0; r >= 0 && self_id && i < l.n; i++)
-		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self_id) == 0;
+	for (size_t i = 0; r >= 0 && self->id && i < l.n; i++)
+		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self->id) == 0;
 	if (r >= 0 && stops)
 		stops_apply(stops, &l, mark);
 	/* The probes' latest records (issue 27), read, never waited for: the
 	 * prober runs on its own clock and kicks a refresh when one changes. */
-	if (r >= 0 && (r = prober_sync(probes, &l)) < 0)
+	if (r >= 0 && (r = prober_sync(probes, &l, probe_origin(app, &l, self))) < 0)
 		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);
@@ -375,7 +402,7 @@ int source_refresh_mem(const struct config *cfg, struct manifest *m, int64_t dea
 		snprintf(d->nerdctl_namespace, sizeof(d->nerdctl_namespace), "%s",
 			 ri.namespace ? ri.namespace : "");
 	}
-	r = judge_containers(cfg, app, &ri, self.id, deadline, cancel_fd, probes, mem, out, d,
+	r = judge_containers(cfg, app, &ri, &self, deadline, cancel_fd, probes, mem, out, d,
 			     err);
 	if (d && probes) {
 		prober_counts(probes, d->probe_counts);

@@ -13,6 +13,7 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ciphersuites.h>
 
 #if MBEDTLS_VERSION_NUMBER >= 0x03000000
 #define MBEDCOMPAT_3 1
@@ -57,6 +58,50 @@ static inline void mbedcompat_conf_min_tls12(mbedtls_ssl_config *conf)
 #else
 	mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3,
 				     MBEDTLS_SSL_MINOR_VERSION_3);
+#endif
+}
+
+/* Key exchange by elliptic-curve Diffie-Hellman only, on X25519, P-256 and
+ * P-384, for a client facing a server it does not trust (the agent's
+ * probes). Each of those costs a millisecond at most; a finite-field one
+ * costs what the server chooses: TLS 1.2's DHE takes the server's prime
+ * whatever its size, and 3.x's default groups add RFC 7919's up to 8192
+ * bits for TLS 1.3. A suite or group the build lacks is skipped by
+ * mbedtls. 3.x names the groups by IANA number and calls the curves call
+ * deprecated; 2.28 has only that one, and no TLS 1.3. */
+static inline void mbedcompat_conf_ecdhe_only(mbedtls_ssl_config *conf)
+{
+	static const int suites[] = {
+#ifdef MBEDTLS_TLS1_3_AES_128_GCM_SHA256
+		MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+		MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
+		MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+#endif
+		MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+		MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+		MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+		MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+		MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+		MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256,
+		MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+		MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384,
+		MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384,
+		0,
+	};
+	mbedtls_ssl_conf_ciphersuites(conf, suites);
+#if MBEDCOMPAT_3
+	static const uint16_t groups[] = {
+		MBEDTLS_SSL_IANA_TLS_GROUP_X25519, MBEDTLS_SSL_IANA_TLS_GROUP_SECP256R1,
+		MBEDTLS_SSL_IANA_TLS_GROUP_SECP384R1, MBEDTLS_SSL_IANA_TLS_GROUP_NONE,
+	};
+	mbedtls_ssl_conf_groups(conf, groups);
+#else
+	static const mbedtls_ecp_group_id curves[] = {
+		MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1,
+		MBEDTLS_ECP_DP_NONE,
+	};
+	mbedtls_ssl_conf_curves(conf, curves);
 #endif
 }
 

@@ -37,11 +37,46 @@ void container_free(struct container *c)
 	free(c->project);
 	probe_labels_free(&c->probe_labels);
 	free(c->optional_label);
-	free(c->network_mode);
-	free(c->ip);
+	container_free_networks(c);
 	free(c->probe);
 	free(c->stop_signal);
 	memset(c, 0, sizeof(*c));
+}
+
+void container_free_networks(struct container *c)
+{
+	for (size_t i = 0; i < c->n_nets; i++) {
+		free(c->nets[i].name);
+		free(c->nets[i].net_id);
+	}
+	free(c->nets);
+	free(c->network_mode);
+	c->nets = NULL;
+	c->n_nets = 0;
+	c->network_mode = NULL;
+	c->ipv4_primary[0] = '\0';
+}
+
+int container_copy_networks(struct container *dst, const struct container *src)
+{
+	container_free_networks(dst);
+	memcpy(dst->ipv4_primary, src->ipv4_primary, sizeof(dst->ipv4_primary));
+	if (src->network_mode && !(dst->network_mode = strdup(src->network_mode)))
+		return -ENOMEM;
+	if (src->n_nets && !(dst->nets = calloc(src->n_nets, sizeof(*dst->nets))))
+		return -ENOMEM;
+	for (size_t i = 0; i < src->n_nets; i++, dst->n_nets++) {
+		struct container_net *d = &dst->nets[i];
+		*d = src->nets[i];
+		d->name = strdup(src->nets[i].name);
+		d->net_id = strdup(src->nets[i].net_id);
+		if (!d->name || !d->net_id) {
+			dst->n_nets++;
+			container_free_networks(dst);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 void container_list_free(struct container_list *l)

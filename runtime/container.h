@@ -18,6 +18,15 @@
 #define COMPOSE_SERVICE_LABEL "com.docker.compose.service"
 #define NERDCTL_STOPPED_LABEL "containerd.io/restart.explicitly-stopped"
 
+/* One entry of NetworkSettings.Networks: the network's name (its key), its
+ * NetworkID ("" when the runtime prints none: nerdctl), and the IPv4 address
+ * on it when the runtime printed a valid one ("" else). */
+struct container_net {
+	char *name;
+	char *net_id;
+	char ipv4[16];
+};
+
 struct container {
 	char *id;
 	char *name;   /* without Docker's leading slash */
@@ -60,7 +69,9 @@ struct container {
 	struct probe_labels probe_labels;
 	char *optional_label; /* dstack.healthd.optional; NULL when absent */
 	char *network_mode;   /* HostConfig.NetworkMode (Docker only) */
-	char *ip;             /* IPv4 on its networks (the first by name) */
+	struct container_net *nets; /* its networks, sorted by name */
+	size_t n_nets;
+	char ipv4_primary[16]; /* NetworkSettings.IPAddress when a valid IPv4 ("" else) */
 	struct container_probe *probe;
 	/* Being stopped (issue 29): the runtime was told to stop it and it
 	 * still runs. Docker: a kill with its stop signal or SIGKILL on the
@@ -82,6 +93,10 @@ struct container_list {
 struct container *container_list_add(struct container_list *l);
 void container_list_free(struct container_list *l);
 void container_free(struct container *c);
+/* dst's network_mode and networks become copies of src's. -ENOMEM (dst's
+ * are then none). */
+int container_copy_networks(struct container *dst, const struct container *src);
+void container_free_networks(struct container *c);
 
 /* Pure: the verdict for the containers of one project (docs/design.md §4,
  * "Containers"). out must be initialised. -ENOMEM. */

@@ -260,6 +260,11 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 	int svc = json_get(j, json_get(j, it, "Labels"), COMPOSE_SERVICE_LABEL);
 	if (r == 0 && json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		r = -ENOMEM;
+	/* The list prints the networks as inspect does: the agent's own
+	 * container, taken from here, says where its probes can reach. */
+	struct errbuf e;
+	if (r == 0 && inspect_parse_network(j, it, c, &e) < 0)
+		r = -ENOMEM;
 	if (r == 0 && !(c->state = strdup("running")))
 		r = -ENOMEM;
 	if (r == 0 && !c->name)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "runtime/inspect.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,41 +253,60 @@ static int probe_labels(const struct json *j, int labels, struct container *c,
 	return 0;
 }
 
-/* The container's own addresses, for its probe: HostConfig.NetworkMode
- * (Docker; nerdctl prints none) and the first IPv4 address among
- * NetworkSettings.Networks by network name (Docker names them after the
- * Compose networks, nerdctl 2.x "unknown-eth0" after the interfaces),
- * else NetworkSettings.IPAddress (nerdctl's primary interface). Only
- * strings are taken; anything else is no address. */
-static int parse_network(const struct json *j, int obj, struct container *c,
-			 struct errbuf *err)
+static int net_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct container_net *)a)->name, ((const struct container_net *)b)->name);
+}
+
+/* A string that is a valid IPv4 address, into out; else out is "". */
+static void ipv4_of(const struct json *j, int tok, char out[16])
+{
+	char *s = NULL;
+	struct in_addr a;
+	out[0] = '\0';
+	if (json_is_string(j, tok) && json_strdup(j, tok, &s) == 0 && strlen(s) < 16 &&
+	    inet_pton(AF_INET, s, &a) == 1)
+		memcpy(out, s, strlen(s) + 1);
+	free(s);
+}
+
+int inspect_parse_network(const struct json *j, int obj, struct container *c,
+			  struct errbuf *err)
 {
 	int hc = json_get(j, obj, "HostConfig"), ns = json_get(j, obj, "NetworkSettings");
 	int mode = json_get(j, hc, "NetworkMode");
+	container_free_networks(c);
 	if (json_is_string(j, mode) && json_strdup(j, mode, &c->network_mode) == -ENOMEM)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	int nets = json_get(j, ns, "Networks"), best_key = -1, best = -1;
-	if (json_is_object(j, nets)) {
-		JSON_OBJECT_FOREACH(j, nets, key, val, cnt) {
-			int ip = json_get(j, val, "IPAddress");
-			if (!json_is_string(j, ip) || j->tok[ip].end == j->tok[ip].start)
-				continue;
-			const jsmntok_t *k = &j->tok[key], *b = best_key >= 0 ? &j->tok[best_key] : NULL;
-			int kl = k->end - k->start, bl = b ? b->end - b->start : 0;
-			int cmp = b ? memcmp(j->s + k->start, j->s + b->start, (size_t)(kl < bl ? kl : bl)) : -1;
-			if (!b || cmp < 0 || (cmp == 0 && kl < bl)) {
-				best_key = key;
-				best = ip;
-			}
-		}
-	}
-	if (best < 0) {
-		best = json_get(j, ns, "IPAddress");
-		if (!json_is_string(j, best) || j->tok[best].end == j->tok[best].start)
-			return 0;
-	}
-	if (json_strdup(j, best, &c->ip) == -ENOMEM)
+	ipv4_of(j, json_get(j, ns, "IPAddress"), c->ipv4_primary);
+	int nets = json_get(j, ns, "Networks");
+	if (!json_is_object(j, nets) || j->tok[nets].size == 0)
+		return 0;
+	/* Bounded by the document's token count. */
+	if (!(c->nets = calloc((size_t)j->tok[nets].size, sizeof(*c->nets))))
 		return errbuf_set(err, ENOMEM, "out of memory");
+	JSON_OBJECT_FOREACH(j, nets, key, val, cnt) {
+		struct container_net *n = &c->nets[c->n_nets];
+		int id = json_get(j, val, "NetworkID");
+		if (!json_is_object(j, val))
+			continue;
+		int r = json_strdup(j, key, &n->name);
+		if (r == 0 && json_is_string(j, id))
+			r = json_strdup(j, id, &n->net_id);
+		if (r == 0 && !n->net_id && !(n->net_id = strdup("")))
+			r = -ENOMEM;
+		if (r < 0) {
+			free(n->name);
+			free(n->net_id);
+			memset(n, 0, sizeof(*n));
+			if (r == -ENOMEM)
+				return errbuf_set(err, ENOMEM, "out of memory");
+			continue; /* a name that is no string: no network */
+		}
+		ipv4_of(j, json_get(j, val, "IPAddress"), n->ipv4);
+		c->n_nets++;
+	}
+	qsort(c->nets, c->n_nets, sizeof(*c->nets), net_cmp);
 	return 0;
 }
 
@@ -322,7 +342,7 @@ int inspect_parse_object(const struct json *j, int obj, struct container *c,
 	else if ((r = parse_names(j, obj, c, err)) >= 0 &&
 		 (r = parse_state(j, obj, c, err)) >= 0 &&
 		 (r = parse_labels(j, obj, c, err)) >= 0)
-		r = parse_network(j, obj, c, err);
+		r = inspect_parse_network(j, obj, c, err);
 	if (r < 0)
 		container_free(c);
 	return r < 0 ? r : 0;

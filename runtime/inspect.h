@@ -16,6 +16,15 @@
 int inspect_parse_object(const struct json *j, int obj, struct container *c,
 			 struct errbuf *err);
 
+/* The container's networks, from the object at token obj (an inspect
+ * object, or an item of Docker's container list, which has the same
+ * members): HostConfig.NetworkMode, every entry of NetworkSettings.Networks
+ * (name, NetworkID, IPv4 address when valid) sorted by name, and
+ * NetworkSettings.IPAddress when a valid IPv4. Anything not in that shape
+ * is no address, never an error; -ENOMEM. */
+int inspect_parse_network(const struct json *j, int obj, struct container *c,
+			  struct errbuf *err);
+
 /* A JSON array of inspect objects (nerdctl inspect, docker inspect): appends
  * one container per element to out. */
 int inspect_parse_array(const char *buf, size_t len, struct container_list *out,

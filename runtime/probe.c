@@ -12,20 +12,28 @@
 
 #include "runtime/container.h"
 
-/* Ranges a label may ask for. The floor on the interval keeps a label from
- * turning the agent into a load generator against its own app; the others
- * keep the numbers meaningful. */
-#define INTERVAL_MIN_MS 1000
-#define INTERVAL_MAX_MS (3600 * 1000)
-#define TIMEOUT_MIN_MS 100
-#define TIMEOUT_MAX_MS (60 * 1000)
-#define START_PERIOD_MAX_MS (3600 * 1000)
+/* Ranges a label may ask for, in ns; 0 is Docker's "the default" for every
+ * one (moby daemon/health.go timeoutWithDefault, daemon/container.go
+ * validateHealthCheck). The floors are the agent's, not Docker's (1 ms): an
+ * interval of a second at least keeps a label from making the agent a load
+ * generator against its own app and from taking the one probe thread's
+ * time from the other probes; a timeout under 100 ms fails on a loaded
+ * machine's scheduling delay alone, and 60 s bounds how long a probe holds
+ * one of the 64 sockets. Below Docker's 1 ms a start_period is refused, as
+ * Docker refuses it. */
+#define MS 1000000LL
+#define INTERVAL_MIN (1000 * MS)
+#define INTERVAL_MAX (3600 * 1000 * MS)
+#define TIMEOUT_MIN (100 * MS)
+#define TIMEOUT_MAX (60 * 1000 * MS)
+#define START_PERIOD_MIN MS
+#define START_PERIOD_MAX (3600 * 1000 * MS)
 #define COUNT_MAX 100
 
 /* The defaults the issue fixes (Docker's are 30 s / 30 s; a dstack gateway
  * polls every 5 s). */
-#define DEFAULT_INTERVAL_MS 5000
-#define DEFAULT_TIMEOUT_MS 2000
+#define DEFAULT_INTERVAL (5000 * MS)
+#define DEFAULT_TIMEOUT (2000 * MS)
 #define DEFAULT_RETRIES 3
 
 void probe_labels_free(struct probe_labels *l)
@@ -43,27 +51,33 @@ void probe_labels_free(struct probe_labels *l)
 
 /* ---- Labels ---- */
 
-int probe_parse_duration(const char *s, int64_t *ms)
+int probe_parse_duration(const char *s, int64_t *ns)
 {
 	static const struct {
 		const char *unit;
 		int64_t ns;
 	} units[] = {
 		{ "ns", 1 }, { "us", 1000 }, { "\xc2\xb5s", 1000 }, { "\xce\xbcs", 1000 },
-		{ "ms", 1000000 }, { "s", 1000000000 }, { "m", 60000000000LL },
-		{ "h", 3600000000000LL },
+		{ "ms", MS }, { "s", 1000 * MS }, { "m", 60000 * MS }, { "h", 3600000 * MS },
 	};
-	const int64_t max_ns = 86400LL * 1000000000LL;
+	const int64_t max_ns = 86400000 * MS;
 	int64_t total = 0;
-	if (!s || !*s)
+	bool neg = false;
+	if (!s)
 		return -EINVAL;
-	/* Go accepts a bare "0". */
+	/* Go's time.ParseDuration: a sign, then "0" alone or a run of
+	 * number-and-unit pieces. */
+	if (*s == '-' || *s == '+')
+		neg = *s++ == '-';
 	if (strcmp(s, "0") == 0) {
-		*ms = 0;
+		*ns = 0;
 		return 0;
 	}
+	if (!*s)
+		return -EINVAL;
 	while (*s) {
-		int64_t whole = 0, frac = 0, scale = 1;
+		int64_t whole = 0, frac = 0;
+		double scale = 1;
 		bool digits = false;
 		for (; *s >= '0' && *s <= '9'; s++, digits = true) {
 			if (whole > max_ns)
@@ -71,8 +85,10 @@ int probe_parse_duration(const char *s, int64_t *ms)
 			whole = whole * 10 + (*s - '0');
 		}
 		if (*s == '.') {
+			/* Go keeps the digits that fit; past 12 they are below
+			 * a nanosecond of any unit. */
 			for (s++; *s >= '0' && *s <= '9'; s++, digits = true) {
-				if (scale < 1000000000000LL) {
+				if (scale < 1e12) {
 					frac = frac * 10 + (*s - '0');
 					scale *= 10;
 				}
@@ -80,27 +96,22 @@ int probe_parse_duration(const char *s, int64_t *ms)
 		}
 		if (!digits)
 			return -EINVAL;
-		size_t k, ul = 0;
-		for (k = 0; k < sizeof(units) / sizeof(units[0]); k++) {
-			size_t l = strlen(units[k].unit);
-			/* "ms" before "m", "ns" before "s": the longest match. */
-			if (strncmp(s, units[k].unit, l) == 0 && l > ul)
-				ul = l;
-		}
+		/* The unit is all up to the next digit or dot, matched whole. */
+		size_t ul = strcspn(s, "0123456789."), k;
 		for (k = 0; k < sizeof(units) / sizeof(units[0]); k++)
-			if (ul && strlen(units[k].unit) == ul && strncmp(s, units[k].unit, ul) == 0)
+			if (strlen(units[k].unit) == ul && strncmp(s, units[k].unit, ul) == 0)
 				break;
-		if (!ul)
+		if (k == sizeof(units) / sizeof(units[0]))
 			return -EINVAL;
 		int64_t u = units[k].ns;
 		if (whole > max_ns / u)
 			return -ERANGE;
-		total += whole * u + (int64_t)((double)frac * (double)u / (double)scale);
+		total += whole * u + (int64_t)((double)frac * ((double)u / scale));
 		if (total > max_ns)
 			return -ERANGE;
 		s += ul;
 	}
-	*ms = total / 1000000;
+	*ns = neg ? -total : total;
 	return 0;
 }
 
@@ -112,40 +123,54 @@ static int say(char *why, size_t n, const char *label, const char *rule)
 	return -EINVAL;
 }
 
-static int duration_label(const char *v, const char *name, int64_t def, int64_t min,
-			  int64_t max, int64_t *out, char *why, size_t n)
+struct duration_rule {
+	const char *name;
+	int64_t def, min, max; /* ns */
+	const char *range;     /* min and max, in words */
+};
+
+static int duration_label(const char *v, const struct duration_rule *d, int64_t *ms,
+			  char *why, size_t n)
 {
-	if (!v) {
-		*out = def;
+	int64_t ns = 0;
+	int r = v ? probe_parse_duration(v, &ns) : 0;
+	if (r == -EINVAL)
+		return say(why, n, d->name, "not a duration (Go's syntax, as Docker reads it: "
+					    "10s, 1m30s, 1.5s, 500ms)");
+	if (r == 0 && ns < 0)
+		return say(why, n, d->name, "negative");
+	if (r == 0 && ns == 0) {
+		*ms = d->def / MS; /* absent, or 0: Docker's "the default" */
 		return 0;
 	}
-	int r = probe_parse_duration(v, out);
-	if (r == -EINVAL)
-		return say(why, n, name, "not a duration (10s, 1m30s, 500ms)");
-	if (r < 0 || *out < min || *out > max) {
+	if (r < 0 || ns < d->min || ns > d->max) {
 		char rule[80];
-		snprintf(rule, sizeof(rule), "out of range (%lld ms to %lld s)", (long long)min,
-			 (long long)(max / 1000));
-		return say(why, n, name, rule);
+		snprintf(rule, sizeof(rule), "out of range (%s, or 0 for the default)", d->range);
+		return say(why, n, d->name, rule);
 	}
+	*ms = ns / MS;
 	return 0;
 }
 
+/* A whole number of 0 to COUNT_MAX, 0 meaning def (Docker's retries, and
+ * Kubernetes' successThreshold, whose API defaults 0 to 1). */
 static int count_label(const char *v, const char *name, unsigned def, unsigned *out,
 		       char *why, size_t n)
 {
-	if (!v) {
+	unsigned x = 0;
+	size_t len = v ? strlen(v) : 0;
+	if (!v || strcmp(v, "0") == 0) {
 		*out = def;
 		return 0;
 	}
-	unsigned x = 0;
-	size_t len = strlen(v);
-	if (len == 0 || len > 3 || strspn(v, "0123456789") != len)
+	if (v[0] == '-' && len > 1 && strspn(v + 1, "0123456789") == len - 1)
+		return say(why, n, name, "negative");
+	if (len == 0 || strspn(v, "0123456789") != len)
 		return say(why, n, name, "not a whole number");
-	for (const char *p = v; *p; p++)
+	for (const char *p = v; *p && x <= COUNT_MAX; p++)
 		x = x * 10 + (unsigned)(*p - '0');
-	if (x < 1 || x > COUNT_MAX)
-		return say(why, n, name, "out of range (1 to 100)");
+	if (x == 0 || x > COUNT_MAX)
+		return say(why, n, name, "out of range (1 to 100, or 0 for the default)");
 	*out = x;
 	return 0;
 }
@@ -222,15 +247,18 @@ int probe_spec_parse(const struct probe_labels *l, struct probe_spec *s, char *w
 	if (!l->probe)
 		return say(why, n, PROBE_LABEL, "missing");
 	int r = parse_target(l->probe, s, why, n);
+	static const struct duration_rule interval = { PROBE_LABEL_INTERVAL, DEFAULT_INTERVAL,
+							INTERVAL_MIN, INTERVAL_MAX, "1 s to 1 h" },
+					  timeout = { PROBE_LABEL_TIMEOUT, DEFAULT_TIMEOUT,
+						      TIMEOUT_MIN, TIMEOUT_MAX, "100 ms to 60 s" },
+					  start = { PROBE_LABEL_START_PERIOD, 0, START_PERIOD_MIN,
+						    START_PERIOD_MAX, "1 ms to 1 h" };
 	if (r == 0)
-		r = duration_label(l->interval, PROBE_LABEL_INTERVAL, DEFAULT_INTERVAL_MS,
-				   INTERVAL_MIN_MS, INTERVAL_MAX_MS, &s->interval_ms, why, n);
+		r = duration_label(l->interval, &interval, &s->interval_ms, why, n);
 	if (r == 0)
-		r = duration_label(l->timeout, PROBE_LABEL_TIMEOUT, DEFAULT_TIMEOUT_MS,
-				   TIMEOUT_MIN_MS, TIMEOUT_MAX_MS, &s->timeout_ms, why, n);
+		r = duration_label(l->timeout, &timeout, &s->timeout_ms, why, n);
 	if (r == 0)
-		r = duration_label(l->start_period, PROBE_LABEL_START_PERIOD, 0, 0,
-				   START_PERIOD_MAX_MS, &s->start_period_ms, why, n);
+		r = duration_label(l->start_period, &start, &s->start_period_ms, why, n);
 	if (r == 0)
 		r = count_label(l->retries, PROBE_LABEL_RETRIES, DEFAULT_RETRIES, &s->retries,
 				why, n);
@@ -240,7 +268,76 @@ int probe_spec_parse(const struct probe_labels *l, struct probe_spec *s, char *w
 	return r;
 }
 
-int probe_prepare(struct container *c)
+static bool is_mode(const struct container *c, const char *mode)
+{
+	return c->network_mode && strcmp(c->network_mode, mode) == 0;
+}
+
+/* The same network: by NetworkID when both have one, else by name. */
+static bool same_net(const struct container_net *a, const struct container_net *b)
+{
+	return *a->net_id && *b->net_id ? strcmp(a->net_id, b->net_id) == 0
+					: strcmp(a->name, b->name) == 0;
+}
+
+static bool on_net(const struct container *self, const struct container_net *n)
+{
+	for (size_t i = 0; i < self->n_nets; i++)
+		if (same_net(&self->nets[i], n))
+			return true;
+	return false;
+}
+
+/* The address to probe c at, from where the agent is (docs/design.md §4
+ * "Probes"): self NULL or host-networked is the machine's own stack, which
+ * reaches loopback and every bridge; a sidecar in a network of its own
+ * reaches only the networks it is on (Docker isolates bridges from each
+ * other), and its loopback is its own. -ENOENT with why filled. */
+static int address(const struct container *c, const struct container *self, const char **ip,
+		   char *why, size_t n)
+{
+	bool machine = !self || is_mode(self, "host");
+	/* A sidecar that joined another's stack (container:ID) has no
+	 * networks of its own to compare: the first address is tried. */
+	bool compare = !machine && !(self->network_mode &&
+				     strncmp(self->network_mode, "container:", 10) == 0);
+	bool any = false;
+	/* network_mode: host shares the machine's stack: its own address is
+	 * loopback. Docker's NetworkMode is the app's Compose setting, not a
+	 * label a service could forge. */
+	if (is_mode(c, "host")) {
+		if (machine) {
+			*ip = "127.0.0.1";
+			return 0;
+		}
+		snprintf(why, n, "probe: the container has network_mode host and the agent's own "
+				 "container does not: loopback there is the agent's own");
+		return -ENOENT;
+	}
+	/* The first by name whose address is valid: a bad one hides none. */
+	for (size_t i = 0; i < c->n_nets; i++) {
+		if (!c->nets[i].ipv4[0])
+			continue;
+		any = true;
+		if (!compare || on_net(self, &c->nets[i])) {
+			*ip = c->nets[i].ipv4;
+			return 0;
+		}
+	}
+	if (any) {
+		snprintf(why, n, "probe: the container is on no network the agent's own container "
+				 "is on");
+		return -ENOENT;
+	}
+	if (c->ipv4_primary[0] && !compare) {
+		*ip = c->ipv4_primary;
+		return 0;
+	}
+	snprintf(why, n, "probe: the container has no IPv4 address on its networks");
+	return -ENOENT;
+}
+
+int probe_prepare(struct container *c, const struct container *self)
 {
 	free(c->probe);
 	c->probe = NULL;
@@ -254,19 +351,9 @@ int probe_prepare(struct container *c)
 		return 0;
 	static const char *const scheme[] = { "http", "https", "tcp" };
 	const char *ip = NULL;
-	struct in_addr a;
-	/* network_mode: host shares the machine's stack: its own address is
-	 * loopback. Docker's NetworkMode is the app's Compose setting, not a
-	 * label a service could forge. */
-	if (c->network_mode && strcmp(c->network_mode, "host") == 0)
-		ip = "127.0.0.1";
-	else if (c->ip && inet_pton(AF_INET, c->ip, &a) == 1)
-		ip = c->ip;
-	if (!ip) {
-		snprintf(p->why, sizeof(p->why),
-			 "probe: the container has no IPv4 address on its networks");
+	if (address(c, self, &ip, p->why, sizeof(p->why)) < 0)
 		return 0;
-	}
+	snprintf(p->ip, sizeof(p->ip), "%s", ip);
 	snprintf(p->target, sizeof(p->target), "%s://%s:%u", scheme[p->spec.kind], ip,
 		 p->spec.port);
 	p->usable = true;

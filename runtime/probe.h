@@ -53,9 +53,10 @@ struct probe_spec {
  * agent connect anywhere but the container's own address. */
 int probe_spec_parse(const struct probe_labels *l, struct probe_spec *out, char *why, size_t n);
 
-/* Pure: Docker's (Go's time.ParseDuration) syntax, "10s", "1m30s", "500ms",
- * "1.5s", no sign; into ms (truncated). -EINVAL, -ERANGE past a day. */
-int probe_parse_duration(const char *s, int64_t *ms);
+/* Pure: a duration as Docker reads one (Go's time.ParseDuration: "10s",
+ * "1m30s", "1.5s", "500ms", "2us", "+5s", "-5s", "0"), into ns. -EINVAL
+ * for what Go refuses, -ERANGE past a day either way. */
+int probe_parse_duration(const char *s, int64_t *ns);
 
 /* What one probe ended in. The words (probe_result_text) are the agent's
  * own fixed vocabulary: the public answer may carry them. */
@@ -132,6 +133,7 @@ struct container_probe {
 	bool usable;    /* spec parsed and an address found */
 	char why[160];  /* when !usable: the public reason */
 	struct probe_spec spec;
+	char ip[16];     /* the IPv4 address probed */
 	char target[96]; /* "http://172.18.0.2:8080" for the operator (path apart) */
 	bool probed;     /* the prober holds a state for it */
 	struct probe_state state;
@@ -139,9 +141,14 @@ struct container_probe {
 
 struct container;
 /* Pure: c->probe from c's labels and addresses (c->probe NULL when it has
- * no probe label). The address is the container's own: loopback for host
- * networking, else the IPv4 address the runtime gave it on one of its
- * networks; none is a reason, not a guess. -ENOMEM. */
-int probe_prepare(struct container *c);
+ * no probe label). The address is the container's own, as the runtime
+ * gave it, and one the agent can reach from where it is: self is the
+ * agent's own container when it runs in one of this runtime's and the
+ * runtime names its networks (Docker), else NULL (the machine's stack).
+ * Loopback for host networking, only when the agent has the machine's
+ * stack; else the IPv4 address on the first network by name that has a
+ * valid one and, from a sidecar, that the sidecar is on too. None is a
+ * reason, not a guess. -ENOMEM. */
+int probe_prepare(struct container *c, const struct container *self);
 
 #endif

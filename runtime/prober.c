@@ -56,6 +56,7 @@ struct conn {
 	struct probe_answer ans;
 	mbedtls_ssl_context *ssl;
 	int io_errno;
+	bool late; /* its deadline passed with bytes ready: had its one more step */
 };
 
 struct prober {
@@ -107,9 +108,7 @@ static bool want(const struct container *c, struct target *t)
 	t->spec = p->spec;
 	t->addr.sin_family = AF_INET;
 	t->addr.sin_port = htons((uint16_t)p->spec.port);
-	const char *ip = c->network_mode && strcmp(c->network_mode, "host") == 0 ? "127.0.0.1"
-										 : c->ip;
-	return inet_pton(AF_INET, ip, &t->addr.sin_addr) == 1;
+	return inet_pton(AF_INET, p->ip, &t->addr.sin_addr) == 1;
 }
 
 static void wake(struct prober *p)
@@ -143,10 +142,10 @@ static int count_wanted(struct container_list *l, struct target **out, size_t *n
 	return 0;
 }
 
-int prober_sync(struct prober *p, struct container_list *l)
+int prober_sync(struct prober *p, struct container_list *l, const struct container *self)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (probe_prepare(&l->v[i]) < 0)
+		if (probe_prepare(&l->v[i], self) < 0)
 			return -ENOMEM;
 	if (!p)
 		return 0;
@@ -231,6 +230,10 @@ static int tls_setup(struct prober *p)
 	mbedtls_ssl_conf_authmode(&p->conf, MBEDTLS_SSL_VERIFY_NONE);
 	mbedtls_ssl_conf_rng(&p->conf, mbedtls_ctr_drbg_random, &p->drbg);
 	mbedcompat_conf_min_tls12(&p->conf);
+	/* A handshake step runs to its end on this thread, so its cost must
+	 * not be the server's choice: no finite-field Diffie-Hellman, whose
+	 * prime a hostile server sizes to stall every other probe. */
+	mbedcompat_conf_ecdhe_only(&p->conf);
 	p->tls_ready = true;
 	return 0;
 }
@@ -589,21 +592,38 @@ static int64_t start_due(struct prober *p, int64_t now)
 	return next;
 }
 
-/* Closes the probes whose timeout passed; returns the nearest deadline
- * still ahead. */
-static int64_t expire(struct prober *p, int64_t now)
+static int64_t nearest_deadline(const struct prober *p)
 {
 	int64_t next = INT64_MAX;
-	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++) {
-		struct conn *c = &p->c[i];
-		if (!c->used)
-			continue;
-		if (c->deadline <= now)
-			finish(p, c, PROBE_TIMEOUT, 0);
-		else if (c->deadline < next)
-			next = c->deadline;
-	}
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
+		if (p->c[i].used && p->c[i].deadline < next)
+			next = p->c[i].deadline;
 	return next;
+}
+
+/* Closes the probes whose timeout passed, as timed out, but only those with
+ * nothing ready: the thread may have been busy past a deadline (a handshake
+ * step runs to its end), and an answer that came meanwhile came in time,
+ * so what is ready now is read first. That is one more step for each late
+ * probe, never two, so that a peer that always has bytes ready (an endless
+ * run of 1xx heads) still times out. */
+static void expire(struct prober *p, struct epoll_event *ev)
+{
+	int64_t now = clock_mono_ms();
+	if (nearest_deadline(p) > now)
+		return;
+	bool spared[PROBER_MAX_SOCKETS] = { false };
+	int n = epoll_wait(p->epfd, ev, PROBER_MAX_SOCKETS + 1, 0);
+	for (int i = 0; i < n; i++) {
+		uint32_t k = ev[i].data.u32;
+		if (k == WAKE_SLOT || !p->c[k].used || p->c[k].deadline > now || p->c[k].late)
+			continue;
+		p->c[k].late = spared[k] = true;
+		step(p, &p->c[k]);
+	}
+	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
+		if (p->c[i].used && p->c[i].deadline <= now && !spared[i])
+			finish(p, &p->c[i], PROBE_TIMEOUT, 0);
 }
 
 static void *loop(void *arg)
@@ -611,10 +631,12 @@ static void *loop(void *arg)
 	struct prober *p = arg;
 	struct epoll_event ev[PROBER_MAX_SOCKETS + 1];
 	while (!stopping(p)) {
-		int64_t now = clock_mono_ms();
-		int64_t next = expire(p, now), due = start_due(p, now);
-		if (due < next)
-			next = due;
+		/* Probes begun now have deadlines too: the wait ends at the
+		 * first of all of them, even when no event comes (a peer that
+		 * drops the SYN). */
+		int64_t next = start_due(p, clock_mono_ms()), deadline = nearest_deadline(p);
+		if (deadline < next)
+			next = deadline;
 		int64_t wait = next == INT64_MAX ? 60000 : next - clock_mono_ms();
 		if (wait < 0)
 			wait = 0;
@@ -631,6 +653,9 @@ static void *loop(void *arg)
 			if (c->used)
 				step(p, c);
 		}
+		/* After the events, not before: a deadline passes only for a
+		 * probe that had nothing ready. */
+		expire(p, ev);
 	}
 	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
 		if (p->c[i].used)

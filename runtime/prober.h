@@ -33,12 +33,12 @@ void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg);
 void prober_stop(struct prober *p);
 
 /* The refresh thread, before judging l: prepares each container's probe
- * (probe_prepare), makes the running ones that have a usable probe the
+ * (probe_prepare, from where self says the agent is), makes the running ones that have a usable probe the
  * prober's targets (a target seen before keeps its record: same id, start,
  * spec and address; a new one is probed at once), and copies each target's
  * record into its container. p NULL: probes are prepared and none runs
  * (each stays "starting"). -ENOMEM. */
-int prober_sync(struct prober *p, struct container_list *l);
+int prober_sync(struct prober *p, struct container_list *l, const struct container *self);
 
 /* Probes finished since the start, by result (PROBE_N_RESULTS counters). */
 void prober_counts(struct prober *p, uint64_t out[PROBE_N_RESULTS]);

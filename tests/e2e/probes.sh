@@ -46,7 +46,7 @@ services:
     volumes: ["$DH_T/ctl-web:/ctl"]
     labels:
       dstack.healthd.probe: "http://:8080/healthz?x=1"
-      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.interval: "2s"
       dstack.healthd.probe.timeout: "1s"
       dstack.healthd.probe.retries: "3"
   db:
@@ -98,16 +98,41 @@ is "$(probe_of db target)" "tcp://$("$DH_DOCKER" inspect -f '{{range .NetworkSet
 
 # --- flips: 500, refused, slow; retries counted ----------------------------
 unhealthy_web() { healthd_expect false pr_web_1 "$1"; }
-echo 500 >"$DH_T/ctl-web/mode"
-streak1() {
-	local s
-	s=$(status_json) || return 1
-	[ "$(printf '%s' "$s" | dh_json "[c['agent_probe']['failing_streak'] for c in d['containers'] if c['service'] == 'web'][0]")" -ge 1 ] 2>/dev/null &&
-		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = True ] ||
-		[ "$(printf '%s' "$s" | dh_json 'd["verdict"]["healthy"]')" = true ]
+# Each /status is one refresh: web's probe record and the verdict published
+# with it. Every one is kept from the flip on until one is unhealthy. web's
+# interval (2 s) is twice the refresh's, so that each streak below retries
+# is seen by a refresh, however loaded the machine.
+web_snap() {
+	status_json | dh_json "[' '.join([str(c['agent_probe']['failing_streak']), 'true' if d['verdict']['healthy'] else 'false', str(c['agent_probe']['last_time']), str(c['agent_probe']['last_change'])]) for c in d['containers'] if c['service'] == 'web'][0]"
 }
-wait_for 20 streak1
-ok $? "retries: a failing probe below retries (3) leaves the verdict healthy"
+snap_unhealthy() {
+	local s
+	s=$(web_snap)
+	printf '%s\n' "$s" >>"$DH_T/snaps"
+	case $s in [0-9]*" false "*) return 0 ;; esac
+	return 1
+}
+echo 500 >"$DH_T/ctl-web/mode"
+: >"$DH_T/snaps"
+wait_for 40 snap_unhealthy
+ok $? "HTTP 500: a refresh shows web unhealthy" || tail -n 5 "$DH_T/snaps" | sed 's/^/# /'
+n=$(awk '$1 == 2 && $2 == "true"' "$DH_T/snaps" | wc -l)
+ok "$([ "$n" -ge 1 ]; echo $?)" \
+	"retries 3: after 2 failures in a row /status shows the streak, the verdict still healthy (seen in $n reads)"
+is "$(awk '$1 < 3 && $2 == "false"' "$DH_T/snaps" | head -n 3)" "" \
+	"never unhealthy below 3 failures in a row"
+first=$(awk '$2 == "false" { print; exit }' "$DH_T/snaps")
+# The third failure kicks a refresh at once, so the first unhealthy one
+# shows a streak of 3 and the change at that very probe (last_change =
+# last_time); one a whole interval late shows more, and the change at an
+# earlier probe.
+if [ "${first%% *}" = 3 ]; then
+	ok "$(set -- $first; [ "$3" = "$4" ]; echo $?)" \
+		"unhealthy at the third failure: its last change is that probe ($first)"
+else
+	ok "$(set -- $first; [ "$1" -gt 3 ] && [ "$3" != "$4" ]; echo $?)" \
+		"unhealthy at the third failure, seen late by a refresh ($first)"
+fi
 wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (HTTP status 500)')"
 is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (HTTP status 500)')" \
 	"HTTP 500: unhealthy after retries, in the agent's words"
@@ -240,6 +265,73 @@ like "$m" 'dstack_healthd_probes_total\{result="timeout"\} [1-9]' "metrics: time
 
 healthd_stop a
 ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report"
+
+# --- from a sidecar: the agent takes itself for container pr_agent_1 (its
+# /etc/hostname bind-mounted from a folder named by that id, as Docker
+# mounts it; runtime/selfid.c), a service on the project's networks default
+# and front. It probes only at addresses on networks that container is on:
+# "both" at its front address (back's comes first by name), "backonly" is
+# an entry, and so is "hostnet", whose loopback is not the sidecar's. ------
+cat >"$DH_T/side.yml" <<EOF
+version: "2.4"
+services:
+  agent:
+    image: probe-srv:1
+    command: ["8090"]
+    networks: [default, front]
+  both:
+    image: probe-srv:1
+    command: ["8091"]
+    networks: [front, back]
+    labels:
+      dstack.healthd.probe: "http://:8091/"
+      dstack.healthd.probe.interval: "1s"
+  backonly:
+    image: probe-srv:1
+    command: ["8092"]
+    networks: [back]
+    labels:
+      dstack.healthd.probe: "http://:8092/"
+  hostnet:
+    image: probe-srv:1
+    command: ["8093"]
+    network_mode: host
+    labels:
+      dstack.healthd.probe: "http://:8093/"
+networks:
+  front: {}
+  back: {}
+EOF
+timeout 120 docker-compose --no-ansi -p pr -f "$DH_T/side.yml" up -d >"$DH_T/up3.log" 2>&1
+ok $? "docker-compose up: the sidecar's container, both, backonly, hostnet" ||
+	sed 's/^/# /' "$DH_T/up3.log"
+me=$("$DH_DOCKER" inspect -f '{{.Id}}' pr_agent_1)
+mkdir -p "$DH_T/containers/$me" && echo sidecar >"$DH_T/containers/$me/hostname"
+cat >"$DH_T/in-container" <<EOF
+#!/bin/bash
+exec unshare -m -- sh -c 'mount --bind "\$0" /etc/hostname && exec "\$@"' \\
+	"$DH_T/containers/$me/hostname" "$HEALTHD_BIN" "\$@"
+EOF
+chmod +x "$DH_T/in-container"
+real_bin=$HEALTHD_BIN
+HEALTHD_BIN=$DH_T/in-container healthd_start s "$DH_T/rt.json" --interval 1 \
+	--control-socket "$DH_T/ctl-s.sock" --metrics-listen "" --log-level debug
+HEALTHD_BIN=$real_bin
+side_json() { "$HEALTHD_BIN" status --json --control-socket "$DH_T/ctl-s.sock" 2>/dev/null; }
+front=$("$DH_DOCKER" inspect -f '{{(index .NetworkSettings.Networks "pr_front").IPAddress}}' pr_both_1)
+want=$(healthd_expect false \
+	pr_backonly_1 "probe: the container is on no network the agent's own container is on" \
+	pr_hostnet_1 "probe: the container has network_mode host and the agent's own container does not: loopback there is the agent's own")
+wait_for 40 healthd_query_is s "$want"
+is "$(healthd_query s)" "$want" \
+	"sidecar: a service on no network it shares and a host-network one are entries; the rest pass"
+is "$(side_json | dh_json "[c['agent_probe']['target'] for c in d['containers'] if c['service'] == 'both'][0]")" \
+	"http://$front:8091/" "sidecar: both is probed at its address on front, a network the sidecar is on"
+is "$(side_json | dh_json "[c['skipped'] for c in d['containers'] if c['service'] == 'agent'][0]")" \
+	"the agent itself" "sidecar: its own container found by its /etc/hostname mount, and skipped"
+healthd_stop s
+ok "$(healthd_sanitizer_clean >/dev/null; echo $?)" "no sanitizer report (sidecar)"
+"$DH_DOCKER" rm -f pr_agent_1 pr_both_1 pr_backonly_1 pr_hostnet_1 >/dev/null
 
 # --- nerdctl: the stand-in prints nerdctl 2.x's inspect; the address it
 # gives (10.4.0.5 on unknown-eth0) is made to exist in this namespace ---------

@@ -11,27 +11,42 @@
 #include "runtime/probe.h"
 #include "tests/lib/tap.h"
 
+/* Go's time.ParseDuration, case by case as Go answers it. */
 static void durations(void)
 {
 	static const struct {
 		const char *s;
 		int r;
-		int64_t ms;
+		int64_t ns;
 	} t[] = {
-		{ "10s", 0, 10000 },   { "1m30s", 0, 90000 }, { "500ms", 0, 500 },
-		{ "1.5s", 0, 1500 },   { "0", 0, 0 },         { "2h", 0, 7200000 },
-		{ "1500us", 0, 1 },    { "1h1m1s", 0, 3661000 }, { "0.5m", 0, 30000 },
-		{ "", -EINVAL, 0 },    { "10", -EINVAL, 0 },  { "-1s", -EINVAL, 0 },
-		{ "s", -EINVAL, 0 },   { "1x", -EINVAL, 0 },  { "1s ", -EINVAL, 0 },
-		{ "25h", -ERANGE, 0 }, { "99999999999999999999s", -ERANGE, 0 },
-		{ ".s", -EINVAL, 0 },
+		{ "10s", 0, 10000000000LL },  { "1m30s", 0, 90000000000LL },
+		{ "500ms", 0, 500000000 },    { "1.5s", 0, 1500000000 },
+		{ "0", 0, 0 },                { "+0", 0, 0 },
+		{ "-0", 0, 0 },               { "0s", 0, 0 },
+		{ "2h", 0, 7200000000000LL }, { "1h", 0, 3600000000000LL },
+		{ "1500us", 0, 1500000 },     { "2us", 0, 2000 },
+		{ "1\xc2\xb5s", 0, 1000 },    { "1\xce\xbcs", 0, 1000 },
+		{ "7ns", 0, 7 },              { "1h1m1s", 0, 3661000000000LL },
+		{ "0.5m", 0, 30000000000LL }, { ".5s", 0, 500000000 },
+		{ "5.s", 0, 5000000000LL },   { "+5s", 0, 5000000000LL },
+		{ "-5s", 0, -5000000000LL },  { "1m1m", 0, 120000000000LL },
+		{ "", -EINVAL, 0 },           { "10", -EINVAL, 0 },
+		{ "0.0", -EINVAL, 0 },        { "00", -EINVAL, 0 },
+		{ "+", -EINVAL, 0 },          { "-", -EINVAL, 0 },
+		{ "s", -EINVAL, 0 },          { "1x", -EINVAL, 0 },
+		{ "1s ", -EINVAL, 0 },        { " 1s", -EINVAL, 0 },
+		{ "1 s", -EINVAL, 0 },        { "1S", -EINVAL, 0 },
+		{ "1d", -EINVAL, 0 },         { "1h30", -EINVAL, 0 },
+		{ ".s", -EINVAL, 0 },         { "1sm", -EINVAL, 0 },
+		{ "--1s", -EINVAL, 0 },       { "25h", -ERANGE, 0 },
+		{ "99999999999999999999s", -ERANGE, 0 },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		int64_t ms = -1;
-		int r = probe_parse_duration(t[i].s, &ms);
+		int64_t ns = -1;
+		int r = probe_parse_duration(t[i].s, &ns);
 		is_int(r, t[i].r, "duration \"%s\": result", t[i].s);
 		if (r == 0)
-			is_int(ms, t[i].ms, "duration \"%s\": ms", t[i].s);
+			is_int(ns, t[i].ns, "duration \"%s\": ns", t[i].s);
 	}
 }
 
@@ -65,12 +80,24 @@ static void labels(void)
 		{ "http://:80/#frag", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
 		{ "tcp://:80/x", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "takes no path" },
 		{ "http://:80/", "10", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: not a duration" },
-		{ "http://:80/", "10ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
-		{ "http://:80/", NULL, "2m", NULL, NULL, NULL, 0, 0, 0, NULL, "timeout: out of range" },
-		{ "http://:80/", NULL, NULL, "-5s", NULL, NULL, 0, 0, 0, NULL, "start_period: not a duration" },
-		{ "http://:80/", NULL, NULL, NULL, "0", NULL, 0, 0, 0, NULL, "retries: out of range" },
+		{ "http://:80/", "1d", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: not a duration" },
+		{ "http://:80/", "10ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range (1 s to 1 h" },
+		{ "http://:80/", "500ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		/* 2 µs is not 0: never the default, whatever ms it rounds to. */
+		{ "http://:80/", "2us", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		{ "http://:80/", "-5s", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: negative" },
+		{ "http://:80/", "1h0m0.001s", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		{ "http://:80/", NULL, "2m", NULL, NULL, NULL, 0, 0, 0, NULL, "timeout: out of range (100 ms to 60 s" },
+		{ "http://:80/", NULL, "99ms", NULL, NULL, NULL, 0, 0, 0, NULL, "timeout: out of range" },
+		{ "http://:80/", NULL, NULL, "-5s", NULL, NULL, 0, 0, 0, NULL, "start_period: negative" },
+		{ "http://:80/", NULL, NULL, "999us", NULL, NULL, 0, 0, 0, NULL, "start_period: out of range (1 ms to 1 h" },
+		{ "http://:80/", NULL, NULL, NULL, "-1", NULL, 0, 0, 0, NULL, "retries: negative" },
 		{ "http://:80/", NULL, NULL, NULL, "three", NULL, 0, 0, 0, NULL, "retries: not a whole number" },
-		{ "http://:80/", NULL, NULL, NULL, NULL, "1000", 0, 0, 0, NULL, "success_threshold: not a whole" },
+		{ "http://:80/", NULL, NULL, NULL, "1.5", NULL, 0, 0, 0, NULL, "retries: not a whole number" },
+		{ "http://:80/", NULL, NULL, NULL, "1000", NULL, 0, 0, 0, NULL, "retries: out of range (1 to 100" },
+		{ "http://:80/", NULL, NULL, NULL, "99999999999999999999", NULL, 0, 0, 0, NULL, "retries: out of range" },
+		{ "http://:80/", NULL, NULL, NULL, "101", NULL, 0, 0, 0, NULL, "retries: out of range" },
+		{ "http://:80/", NULL, NULL, NULL, NULL, "1000", 0, 0, 0, NULL, "success_threshold: out of range (1 to 100" },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		struct probe_labels l = { .probe = (char *)t[i].probe, .interval = (char *)t[i].interval,
@@ -93,19 +120,35 @@ static void labels(void)
 			ok(strstr(why, t[i].probe) == NULL, "label %zu: value not quoted", i);
 		}
 	}
-	struct probe_labels d = { .probe = "http://:1/" };
-	struct probe_spec s;
-	char why[160];
-	probe_spec_parse(&d, &s, why, sizeof(why));
-	ok(s.interval_ms == 5000 && s.timeout_ms == 2000 && s.start_period_ms == 0 &&
-		   s.retries == 3 && s.success_threshold == 1,
-	   "defaults: 5s, 2s, 0s, 3, 1");
-	struct probe_labels t2 = { .probe = "tcp://:1", .interval = "1s", .timeout = "500ms",
-				   .start_period = "30s", .retries = "5", .success_threshold = "2" };
-	probe_spec_parse(&t2, &s, why, sizeof(why));
-	ok(s.interval_ms == 1000 && s.timeout_ms == 500 && s.start_period_ms == 30000 &&
-		   s.retries == 5 && s.success_threshold == 2,
-	   "every label read");
+	/* What each set of labels reads as: absent are the defaults, and 0
+	 * is Docker's "the default" for every one of them. */
+	static const struct {
+		const char *name;
+		struct probe_labels l;
+		int64_t interval, timeout, start;
+		unsigned retries, succ;
+	} v[] = {
+		{ "absent: 5s, 2s, 0s, 3, 1", { .probe = "http://:1/" }, 5000, 2000, 0, 3, 1 },
+		{ "every label read", { .probe = "tcp://:1", .interval = "1s", .timeout = "500ms",
+					 .start_period = "30s", .retries = "5", .success_threshold = "2" },
+		  1000, 500, 30000, 5, 2 },
+		{ "0 is the default", { .probe = "tcp://:1", .interval = "0", .timeout = "0s",
+					 .start_period = "0ms", .retries = "0", .success_threshold = "0" },
+		  5000, 2000, 0, 3, 1 },
+		{ "Go's forms at the edges: +1h, 1.5s, 1ms, 100, 007",
+		  { .probe = "tcp://:1", .interval = "+1h", .timeout = "1.5s", .start_period = "1ms",
+		    .retries = "100", .success_threshold = "007" },
+		  3600000, 1500, 1, 100, 7 },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct probe_spec s;
+		char why[160] = "";
+		int r = probe_spec_parse(&v[i].l, &s, why, sizeof(why));
+		ok(r == 0 && s.interval_ms == v[i].interval && s.timeout_ms == v[i].timeout &&
+			   s.start_period_ms == v[i].start && s.retries == v[i].retries &&
+			   s.success_threshold == v[i].succ,
+		   "%s (%s)", v[i].name, why);
+	}
 }
 
 static void answers(void)
@@ -243,7 +286,7 @@ static const char docker_obj[] =
 	"\"HostConfig\":{\"NetworkMode\":\"%s\"},\"NetworkSettings\":{\"IPAddress\":\"\","
 	"\"Networks\":{%s}}}";
 
-static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
+static int parse_obj(const char *fmt_extra, const char *mode, const char *nets,
 		     struct container *c)
 {
 	char buf[2048];
@@ -254,36 +297,77 @@ static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
 	if (r == 0)
 		r = inspect_parse_object(&j, 0, c, &err);
 	json_free(&j);
-	return r < 0 ? r : probe_prepare(c);
+	return r;
 }
 
+static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
+		     struct container *c)
+{
+	int r = parse_obj(fmt_extra, mode, nets, c);
+	return r < 0 ? r : probe_prepare(c, NULL);
+}
+
+#define NET(name, ip) "\"" name "\":{\"IPAddress\":\"" ip "\"}"
+#define NETID(name, id, ip) "\"" name "\":{\"NetworkID\":\"" id "\",\"IPAddress\":\"" ip "\"}"
+
+/* The address probed, from where the agent is: self_mode NULL is an agent
+ * on the machine (not in a container); else its own container (a sidecar)
+ * with that NetworkMode and those networks. */
 static void addresses(void)
 {
 	static const struct {
-		const char *mode, *nets, *target, *why;
+		const char *mode, *nets, *self_mode, *self_nets, *target, *why;
 	} t[] = {
-		{ "demo_default", "\"demo_default\":{\"IPAddress\":\"172.18.0.2\"}", "http://172.18.0.2:8080", NULL },
-		{ "demo_b", "\"demo_b\":{\"IPAddress\":\"172.19.0.3\"},\"demo_a\":{\"IPAddress\":\"172.20.0.4\"}",
+		{ "demo_default", NET("demo_default", "172.18.0.2"), NULL, NULL, "http://172.18.0.2:8080", NULL },
+		{ "demo_b", NET("demo_b", "172.19.0.3") "," NET("demo_a", "172.20.0.4"), NULL, NULL,
 		  "http://172.20.0.4:8080", NULL },
-		{ "host", "\"host\":{\"IPAddress\":\"\"}", "http://127.0.0.1:8080", NULL },
-		{ "none", "\"none\":{\"IPAddress\":\"\"}", NULL, "no IPv4 address" },
-		{ "container:abc", "", NULL, "no IPv4 address" },
-		{ "x", "\"x\":{\"IPAddress\":\"not-an-ip\"}", NULL, "no IPv4 address" },
-		{ "x", "\"x\":{\"IPAddress\":7}", NULL, "no IPv4 address" },
+		{ "host", NET("host", ""), NULL, NULL, "http://127.0.0.1:8080", NULL },
+		{ "none", NET("none", ""), NULL, NULL, NULL, "no IPv4 address" },
+		{ "container:abc", "", NULL, NULL, NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":\"not-an-ip\"}", NULL, NULL, NULL, "no IPv4 address" },
+		{ "x", "\"x\":{\"IPAddress\":7}", NULL, NULL, NULL, "no IPv4 address" },
+		/* The first by name with a valid address: a bad first one hides none. */
+		{ "a", NET("a", "bogus") "," NET("b", "172.20.0.4"), NULL, NULL, "http://172.20.0.4:8080", NULL },
+		{ "a", NET("a", "") "," NET("b", "172.20.0.5"), NULL, NULL, "http://172.20.0.5:8080", NULL },
+		{ "a", "\"a\":{\"IPAddress\":7}," NET("b", "172.20.0.6"), NULL, NULL, "http://172.20.0.6:8080", NULL },
+		/* A sidecar on a network of its own: one it shares, first by name. */
+		{ "demo_a", NET("demo_a", "172.20.0.4") "," NET("demo_b", "172.19.0.3") "," NET("demo_c", "172.21.0.3"),
+		  "demo_b", NET("demo_c", "172.21.0.9") "," NET("demo_b", "172.19.0.9"),
+		  "http://172.19.0.3:8080", NULL },
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "other", NET("other", "172.30.0.9"), NULL,
+		  "on no network the agent's own container is on" },
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "none", NET("none", ""), NULL,
+		  "on no network the agent's own container is on" },
+		/* The same name, another network (NetworkID): not shared. */
+		{ "demo_a", NETID("demo_a", "n2", "172.20.0.4"), "demo_a", NETID("demo_a", "n1", "172.20.0.9"),
+		  NULL, "on no network the agent's own container is on" },
+		{ "demo_a", NETID("demo_a", "n1", "172.20.0.4"), "demo_a", NETID("demo_a", "n1", "172.20.0.9"),
+		  "http://172.20.0.4:8080", NULL },
+		/* Host networking: loopback is the machine's only from the machine's stack. */
+		{ "host", NET("host", ""), "demo_a", NET("demo_a", "172.20.0.9"), NULL,
+		  "network_mode host and the agent's own container does not" },
+		{ "host", NET("host", ""), "host", NET("host", ""), "http://127.0.0.1:8080", NULL },
+		{ "demo_b", NET("demo_b", "172.19.0.3") "," NET("demo_a", "172.20.0.4"), "host", NET("host", ""),
+		  "http://172.20.0.4:8080", NULL },
+		/* A sidecar in another's stack has no networks to compare. */
+		{ "demo_a", NET("demo_a", "172.20.0.4"), "container:abc", "", "http://172.20.0.4:8080", NULL },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		struct container c;
-		int r = parse_one("", t[i].mode, t[i].nets, &c);
+		struct container c, self = { 0 };
+		int r = parse_obj("", t[i].mode, t[i].nets, &c);
+		if (r == 0 && t[i].self_mode)
+			r = parse_obj("", t[i].self_mode, t[i].self_nets, &self);
+		if (r == 0)
+			r = probe_prepare(&c, t[i].self_mode ? &self : NULL);
 		ok(r == 0 && c.probe, "address %zu parsed", i);
-		if (r < 0 || !c.probe)
-			continue;
-		if (t[i].target)
+		if (r == 0 && c.probe && t[i].target)
 			is_str(c.probe->usable ? c.probe->target : c.probe->why, t[i].target,
 			       "address %zu: %s", i, t[i].target);
-		else
+		else if (r == 0 && c.probe)
 			ok(!c.probe->usable && strstr(c.probe->why, t[i].why),
 			   "address %zu: none (%s)", i, c.probe->why);
 		container_free(&c);
+		container_free(&self);
 	}
 }
 

@@ -3,9 +3,11 @@
  * refused, silent past the timeout, TCP, HTTPS with a self-signed
  * certificate (`openssl s_server`, when installed: the TLS path is what
  * tests/e2e/trixie.sh checks against mbedtls 3.6), and TLS spoken to a plain
- * HTTP server. Each container is "network_mode: host", so its own address
- * is loopback. */
+ * HTTP server; the first probe at once, a restart starting the record over,
+ * and the socket bound counted in the process's own fds. Each container is
+ * "network_mode: host", so its own address is loopback. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -31,28 +33,46 @@ static void kick(void *arg)
 	atomic_fetch_add(&kicks, 1);
 }
 
-static int listener(int *port)
+static int listener_backlog(int *port, int backlog)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t l = sizeof(a);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0 ||
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &l) < 0)
 		return -1;
 	*port = ntohs(a.sin_port);
 	return fd;
 }
 
+static int listener(int *port)
+{
+	return listener_backlog(port, 16);
+}
+
+struct server {
+	int fd;
+	int delay_ms;      /* between the request and the answer */
+	atomic_int *asked; /* set when a request came (NULL: none) */
+	atomic_int *after; /* answers only once this is set (10 s at most) */
+};
+
 /* Answers every connection with 200 until the listener is shut down. */
 static void *http_server(void *arg)
 {
-	int lfd = *(int *)arg;
+	const struct server *s = arg;
 	for (;;) {
-		int c = accept(lfd, NULL, NULL);
+		int c = accept(s->fd, NULL, NULL);
 		if (c < 0)
 			return NULL;
 		char buf[4096];
 		if (recv(c, buf, sizeof(buf), 0) > 0) {
+			if (s->asked)
+				atomic_store(s->asked, 1);
+			for (int64_t until = clock_mono_ms() + 10000;
+			     s->after && !atomic_load(s->after) && clock_mono_ms() < until;)
+				usleep(1000);
+			usleep((useconds_t)s->delay_ms * 1000);
 			static const char ok200[] =
 				"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
 			if (send(c, ok200, sizeof(ok200) - 1, MSG_NOSIGNAL) < 0) {
@@ -63,7 +83,20 @@ static void *http_server(void *arg)
 	}
 }
 
-static void add(struct container_list *l, const char *name, const char *probe)
+/* The process's open fds, less the one that reads them. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
+}
+
+static struct container *add(struct container_list *l, const char *name, const char *probe)
 {
 	struct container *c = container_list_add(l);
 	char id[65];
@@ -77,6 +110,8 @@ static void add(struct container_list *l, const char *name, const char *probe)
 	c->probe_labels.interval = strdup("1s");
 	c->probe_labels.timeout = strdup("500ms");
 	c->probe_labels.retries = strdup("1");
+	c->started_at_ns = 1700000000000000000LL;
+	return c;
 }
 
 static const struct container_probe *find(const struct container_list *l, const char *name)
@@ -88,14 +123,15 @@ static const struct container_probe *find(const struct container_list *l, const 
 }
 
 /* openssl s_server -www on a free port, with a self-signed certificate made
- * in dir; its pid, or -1 when openssl is not installed. */
-static pid_t tls_server(const char *dir, int *port)
+ * in dir (once); with dhe, TLS 1.2 and DHE-RSA alone. Its pid, or -1 when
+ * openssl is not installed. */
+static pid_t tls_server(const char *dir, int *port, bool dhe)
 {
 	char cmd[1024];
 	snprintf(cmd, sizeof(cmd),
-		 "openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=probe -days 1 "
-		 "-keyout %s/key.pem -out %s/cert.pem >/dev/null 2>&1",
-		 dir, dir);
+		 "test -e %s/cert.pem || openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=probe "
+		 "-days 1 -keyout %s/key.pem -out %s/cert.pem >/dev/null 2>&1",
+		 dir, dir, dir);
 	if (system(cmd) != 0)
 		return -1;
 	int fd = listener(port); /* a free port: taken, then freed for openssl */
@@ -112,8 +148,13 @@ static pid_t tls_server(const char *dir, int *port)
 		dup2(devnull, 0);
 		dup2(devnull, 1);
 		dup2(devnull, 2);
-		execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", acc, "-cert",
-		       cert, "-key", key, (char *)NULL);
+		if (dhe)
+			execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", acc,
+			       "-cert", cert, "-key", key, "-tls1_2", "-cipher",
+			       "DHE-RSA-AES128-GCM-SHA256", (char *)NULL);
+		else
+			execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", acc,
+			       "-cert", cert, "-key", key, (char *)NULL);
 		_exit(127);
 	}
 	/* Up when it accepts. */
@@ -130,18 +171,199 @@ static pid_t tls_server(const char *dir, int *port)
 	return pid;
 }
 
+/* The ids of this process's threads, into v (at most n); how many. */
+static size_t tasks(long *v, size_t n)
+{
+	DIR *d = opendir("/proc/self/task");
+	size_t k = 0;
+	for (struct dirent *e; d && k < n && (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			v[k++] = strtol(e->d_name, NULL, 10);
+	if (d)
+		closedir(d);
+	return k;
+}
+
+/* Waits (5 s at most) until the thread started after the snapshot
+ * before[n] sleeps in epoll_wait, as the kernel names where it waits. */
+static void wait_idle(const long *before, size_t n)
+{
+	long now[64], tid = 0;
+	size_t m = tasks(now, 64);
+	for (size_t i = 0; i < m && !tid; i++) {
+		tid = now[i];
+		for (size_t j = 0; j < n && tid; j++)
+			tid = before[j] == now[i] ? 0 : tid;
+	}
+	char path[64], w[64] = "";
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/wchan", tid);
+	for (int64_t until = clock_mono_ms() + 5000; tid && clock_mono_ms() < until; usleep(5000)) {
+		FILE *f = fopen(path, "r");
+		size_t r = f ? fread(w, 1, sizeof(w) - 1, f) : 0;
+		w[r] = '\0';
+		if (f)
+			fclose(f);
+		if (strstr(w, "epoll") || strstr(w, "ep_poll"))
+			return;
+	}
+	printf("# the prober's thread (%ld) was not seen in epoll_wait (wchan \"%s\")\n", tid, w);
+}
+
+/* Runs l's probes on a prober of their own (kick k) until each has a
+ * result or 30 s pass; the records into l. Synced once before and once
+ * after, and the first sync only once the thread sleeps in epoll_wait:
+ * what wakes it then is that sync alone, as at a refresh. */
+static void run_alone(struct container_list *l, void (*k)(void *))
+{
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	long before[64];
+	size_t nb = tasks(before, 64);
+	if (!ok(prober_start(k, NULL, &p, &err) == 0, "a prober of its own starts (%s)", err.msg))
+		return;
+	wait_idle(before, nb);
+	prober_sync(p, l, NULL);
+	int64_t until = clock_mono_ms() + 30000;
+	uint64_t done = 0;
+	while (done < l->n && clock_mono_ms() < until) {
+		uint64_t counts[PROBE_N_RESULTS];
+		usleep(20000);
+		prober_counts(p, counts);
+		done = 0;
+		for (int r = 0; r < PROBE_N_RESULTS; r++)
+			done += counts[r];
+	}
+	prober_sync(p, l, NULL);
+	prober_stop(p);
+}
+
+static atomic_int stall_armed, stalled;
+
+/* Stands for a handshake step that runs long on the prober's thread: the
+ * first kick (the first record that changes) holds it for 4 s. */
+static void stall_kick(void *arg)
+{
+	(void)arg;
+	if (atomic_exchange(&stall_armed, 0)) {
+		usleep(4000000);
+		atomic_store(&stalled, 1);
+	}
+}
+
+/* While the thread is held past a probe's deadline, that probe's answer
+ * comes (300 ms after its request): it came in time, and is read, not timed
+ * out. The hold is the kick of another probe, whose server answers only
+ * once the first one's request has come, so that the first is waiting for
+ * its answer when the thread is held. */
+static void stall_spares_answers(void)
+{
+	int aport, tport;
+	atomic_int asked = 0;
+	struct server as = { .fd = listener(&aport), .delay_ms = 300, .asked = &asked },
+		      ts = { .fd = listener(&tport), .after = &asked };
+	pthread_t ath, tth;
+	pthread_create(&ath, NULL, http_server, &as);
+	pthread_create(&tth, NULL, http_server, &ts);
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", aport);
+	add(&l, "answered", probe);
+	snprintf(probe, sizeof(probe), "http://:%d/", tport);
+	add(&l, "trigger", probe);
+	for (size_t i = 0; i < l.n; i++) {
+		free(l.v[i].probe_labels.interval);
+		free(l.v[i].probe_labels.timeout);
+		l.v[i].probe_labels.interval = strdup("1h");
+		l.v[i].probe_labels.timeout = strdup("2s");
+	}
+	atomic_store(&stall_armed, 1);
+	run_alone(&l, stall_kick);
+	ok(atomic_load(&stalled), "the prober's thread was held 4 s");
+	for (size_t i = 0; i < l.n; i++)
+		is_str(probe_result_name(l.v[i].probe->state.last), "pass",
+		       "%s: an answer that came while the thread was held passes", l.v[i].name);
+	container_list_free(&l);
+	for (int i = 0; i < 2; i++) {
+		shutdown(i ? ts.fd : as.fd, SHUT_RDWR);
+		close(i ? ts.fd : as.fd);
+		pthread_join(i ? tth : ath, NULL);
+	}
+}
+
+/* A peer that drops the SYN (its accept queue full) sends no event: the
+ * probe's own deadline still ends the wait. */
+static void deadline_without_events(void)
+{
+	int port, lfd = listener_backlog(&port, 0);
+	int fill = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ok(connect(fill, (struct sockaddr *)&a, sizeof(a)) == 0, "the one-place accept queue is full");
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "tcp://:%d", port);
+	add(&l, "dropped", probe);
+	int64_t t0 = clock_mono_ms();
+	run_alone(&l, NULL);
+	int64_t took = clock_mono_ms() - t0;
+	is_str(probe_result_name(l.v[0].probe->state.last), "timeout", "a dropped SYN times out");
+	ok(took < 20000, "at its timeout (500 ms), not at the loop's longest wait (%lld ms)",
+	   (long long)took);
+	container_list_free(&l);
+	close(fill);
+	close(lfd);
+}
+
+/* 100 probes due at once against a server that never answers: never more
+ * than 64 sockets open (counted in the process's fds, not the prober's
+ * word), and each one that times out is closed. */
+static void sockets_bounded(int silent_port)
+{
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", silent_port);
+	for (int i = 0; i < 100; i++) {
+		struct container *c = add(&l, "silent", probe);
+		free(c->probe_labels.interval);
+		free(c->probe_labels.timeout);
+		c->probe_labels.interval = strdup("1h");
+		c->probe_labels.timeout = strdup("2s");
+	}
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	if (!ok(prober_start(NULL, NULL, &p, &err) == 0, "a second prober starts (%s)", err.msg))
+		return;
+	int base = count_fds(), most = base;
+	prober_sync(p, &l, NULL);
+	int64_t until = clock_mono_ms() + 60000;
+	uint64_t counts[PROBE_N_RESULTS] = { 0 };
+	while (counts[PROBE_TIMEOUT] < 100 && clock_mono_ms() < until) {
+		int n = count_fds();
+		if (n > most)
+			most = n;
+		usleep(5000);
+		prober_counts(p, counts);
+	}
+	is_int(counts[PROBE_TIMEOUT], 100, "all 100 silent probes timed out");
+	is_int(most - base, 64, "at most 64 sockets at once, and all 64 used");
+	is_int(count_fds() - base, 0, "every socket of a timed-out probe is closed");
+	prober_stop(p);
+	container_list_free(&l);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_prober.XXXXXX", probe[64];
-	int hport, refused, silent_port, tport = 0;
+	int hport, refused, silent_port, tport = 0, dport = 0;
 	signal(SIGPIPE, SIG_IGN);
 	if (!ok(mkdtemp(dir) != NULL, "scratch folder"))
 		return done_testing();
 	int hfd = listener(&hport), sfd = listener(&silent_port), rfd = listener(&refused);
 	close(rfd); /* nothing listens there any more */
 	pthread_t th;
-	pthread_create(&th, NULL, http_server, &hfd);
-	pid_t tls = tls_server(dir, &tport);
+	struct server hs = { .fd = hfd };
+	pthread_create(&th, NULL, http_server, &hs);
+	pid_t tls = tls_server(dir, &tport, false), dhe = tls > 0 ? tls_server(dir, &dport, true) : -1;
 
 	struct container_list l = { 0 };
 	snprintf(probe, sizeof(probe), "http://:%d/healthz", hport);
@@ -154,9 +376,18 @@ int main(void)
 	add(&l, "silent", probe);
 	snprintf(probe, sizeof(probe), "https://:%d/", hport);
 	add(&l, "tls-to-plain", probe);
+	/* An hour's interval: only a first probe at once can have run. */
+	snprintf(probe, sizeof(probe), "http://:%d/", hport);
+	struct container *hourly = add(&l, "hourly", probe);
+	free(hourly->probe_labels.interval);
+	hourly->probe_labels.interval = strdup("1h");
 	if (tls > 0) {
 		snprintf(probe, sizeof(probe), "https://:%d/", tport);
 		add(&l, "https", probe);
+	}
+	if (dhe > 0) {
+		snprintf(probe, sizeof(probe), "https://:%d/", dport);
+		add(&l, "dhe-only", probe);
 	}
 
 	struct prober *p = NULL;
@@ -168,7 +399,7 @@ int main(void)
 	bool all = false;
 	while (!all && clock_mono_ms() < until) {
 		usleep(100000);
-		all = prober_sync(p, &l) == 0;
+		all = prober_sync(p, &l, NULL) == 0;
 		for (size_t i = 0; i < l.n; i++)
 			all = all && l.v[i].probe && l.v[i].probe->probed &&
 			      l.v[i].probe->state.runs > 0;
@@ -184,7 +415,10 @@ int main(void)
 		{ "refused", PROBE_UNHEALTHY, PROBE_REFUSED },
 		{ "silent", PROBE_UNHEALTHY, PROBE_TIMEOUT },
 		{ "tls-to-plain", PROBE_UNHEALTHY, PROBE_TLS },
+		{ "hourly", PROBE_HEALTHY, PROBE_PASS },
 		{ "https", PROBE_HEALTHY, PROBE_PASS },
+		/* Finite-field DH is the server's to size: never offered. */
+		{ "dhe-only", PROBE_UNHEALTHY, PROBE_TLS },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		const struct container_probe *cp = find(&l, want[i].name);
@@ -205,24 +439,42 @@ int main(void)
 	ok(counts[PROBE_PASS] >= 2 && counts[PROBE_REFUSED] >= 1 && counts[PROBE_TIMEOUT] >= 1,
 	   "counted by result");
 
+	/* Restarted (a new StartedAt, same id): its record starts over at
+	 * starting, as Docker resets State.Health at each start. The copy is
+	 * taken under the lock that installs the new target, so no probe of it
+	 * can have run yet. */
+	is_int(l.v[0].probe->state.status, PROBE_HEALTHY, "http: healthy before its restart");
+	l.v[0].started_at_ns += 5000000000LL;
+	prober_sync(p, &l, NULL);
+	ok(l.v[0].probe->probed && l.v[0].probe->state.status == PROBE_STARTING &&
+		   l.v[0].probe->state.runs == 0,
+	   "a restarted container starts over at starting (status %d, %llu runs)",
+	   l.v[0].probe->state.status, (unsigned long long)l.v[0].probe->state.runs);
+
 	/* A stopped container is no target: its record goes. */
 	free(l.v[0].state);
 	l.v[0].state = strdup("exited");
 	l.v[0].running = false;
-	prober_sync(p, &l);
+	prober_sync(p, &l, NULL);
 	ok(!l.v[0].probe->probed, "a container that stopped is not probed");
 
 	int64_t t0 = clock_mono_ms();
 	prober_stop(p);
 	ok(clock_mono_ms() - t0 < 2000, "stops at once, probes in flight closed");
 	container_list_free(&l);
+	sockets_bounded(silent_port);
+	stall_spares_answers();
+	deadline_without_events();
 	shutdown(hfd, SHUT_RDWR);
 	close(hfd);
 	pthread_join(th, NULL);
 	close(sfd);
-	if (tls > 0) {
-		kill(tls, SIGTERM);
-		waitpid(tls, NULL, 0);
+	for (int i = 0; i < 2; i++) {
+		pid_t pid = i ? dhe : tls;
+		if (pid > 0) {
+			kill(pid, SIGTERM);
+			waitpid(pid, NULL, 0);
+		}
 	}
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
