@@ -99,7 +99,7 @@ relay_section() {
 		>"$T/relay_pages.out" 2>&1 &
 	pp=$!
 	PIDS+=($pp)
-	python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$rl_port" --duration "$LD" \
+	"${MEASURE[@]}" python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$rl_port" --duration "$LD" \
 		--gap 200 --timeout 2 >"$T/relay_poll.out" 2>&1
 	wait "$pp" # bounded: timeout
 	wait "$sp" # bounded: timeout
@@ -226,12 +226,12 @@ hold_run() {
 	mem_start "$pid"
 	: >"$T/hold.$name.health"
 	if [ "${4:-}" = health ]; then
-		timeout --foreground $((HOLD_S + 30)) python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$port" \
+		timeout --foreground $((HOLD_S + 30)) "${MEASURE[@]}" python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$port" \
 			--duration "$HOLD_S" --gap 200 --timeout 2 >"$T/hold.$name.health" 2>&1 &
 		hp=$!
 		PIDS+=($hp)
 	fi
-	timeout --foreground $((HOLD_S + 30)) python3 bench/relay_load.py poll "127.0.0.1:$port" /1k \
+	timeout --foreground $((HOLD_S + 30)) "${MEASURE[@]}" python3 bench/relay_load.py poll "127.0.0.1:$port" /1k \
 		"$HOLD_S" 200 >"$T/hold.$name.dash" 2>&1
 	[ -n "${hp:-}" ] && wait "$hp" # bounded: timeout
 	mem_stop "$pid"
