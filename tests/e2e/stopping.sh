@@ -8,7 +8,9 @@
 # `docker kill -s HUP` (a reload) is not a stop; a Compose recreate is never
 # healthy from its first kill until the new container is; a service without
 # a container (removed, about to be created again) holds the app unhealthy
-# for at most --service-gap (kept across a reload), then is forgotten.
+# for at most --service-gap (kept across a reload), then is forgotten; the
+# recreate's gap is judged by the default 60 s bound, so that a slow Compose
+# on a loaded machine cannot run the 8 s one out on the way.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh
@@ -104,23 +106,32 @@ diag "the recreate's verdicts: $(grep -E ': verdict: ' "$LOG" | tail -n +$((h0 +
 	sed 's/.*verdict: //' | tr '\n' '/')"
 
 # --- a service without a container: held until one is back, then judged ---
+# The events agent, whose bound is the default 60 s: how long Compose takes
+# to bring web back on a loaded machine is no part of what is tested here
+# (the gap agent's 8 s bound can run out on the way, and then healthy in
+# between is right). The bound itself is the next part's.
 GAPPED=$(healthd_expect false "<service:web>" \
-	"no container (being recreated, or removed: unhealthy for at most 8 s)")
-GLOG=$DH_T/hd-gap.log
-g0=$(grep -c ': verdict: healthy$' "$GLOG")
+	"no container (being recreated, or removed: unhealthy for at most 60 s)")
+e0=$(grep -c ': verdict: healthy$' "$LOG")
+t0=$(dh_now_ms)
 "$DH_DOCKER" rm -f stop_web_1 >/dev/null
 ok $? "docker rm -f stop_web_1"
-wait_for 30 healthd_query_is gap "$GAPPED"
-is "$(healthd_query gap)" "$GAPPED" "gap agent: <service:web> while web has no container, api healthy"
+wait_for 30 healthd_query_is ev "$GAPPED"
+is "$(healthd_query ev)" "$GAPPED" "agent: <service:web> while web has no container, api healthy"
 dh_compose stop stopping.yml up -d web >"$DH_T/up-web.log" 2>&1
 ok $? "docker-compose up -d web: a new container"
 dh_expect_state 30 stop_web_1 "running healthy"
-wait_for 30 healthd_query_is gap "$HEALTHD_OK"
-is "$(healthd_query gap)" "$HEALTHD_OK" "gap agent: healthy once the new container is"
-is "$(($(grep -c ': verdict: healthy$' "$GLOG") - g0))" 1 \
-	"gap agent: healthy said once, at the end, not in between"
+wait_for 30 healthd_query_is ev "$HEALTHD_OK"
+is "$(healthd_query ev)" "$HEALTHD_OK" "agent: healthy once the new container is"
+diag "web had no healthy container for $(($(dh_now_ms) - t0)) ms"
+is "$(($(grep -c ': verdict: healthy$' "$LOG") - e0))" 1 \
+	"agent: healthy said once, at the end, not in between"
 
 # --- a service removed for good: held for the bound, then forgotten ---
+GAPPED=$(healthd_expect false "<service:web>" \
+	"no container (being recreated, or removed: unhealthy for at most 8 s)")
+wait_for 30 healthd_query_is gap "$HEALTHD_OK"
+is "$(healthd_query gap)" "$HEALTHD_OK" "gap agent: healthy with the new web"
 t0=$(dh_now_ms)
 "$DH_DOCKER" rm -f stop_web_1 >/dev/null
 ok $? "docker rm -f stop_web_1, for good"
@@ -128,6 +139,7 @@ wait_for 30 healthd_query_is gap "$GAPPED"
 is "$(healthd_query gap)" "$GAPPED" "gap agent: <service:web> after its removal"
 # A reload that keeps the source keeps what was seen, as it keeps the
 # failure count: the gap goes on.
+GLOG=$DH_T/hd-gap.log
 reloads() { grep -c ': reloaded' "$GLOG"; }
 more_reloads() { [ "$(reloads)" -gt "$1" ]; }
 r0=$(reloads)
