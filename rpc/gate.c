@@ -148,7 +148,13 @@ static void doom(struct gate *g, struct conn *k)
 {
 	unlink_conn(k);
 	later_del(k);
-	if (k->ours) { /* closing also leaves our epoll set */
+	if (k->ours) {
+		/* Taken out of our epoll set before the close: a copy of the
+		 * fd in a child (between a spawn's fork and its exec) keeps
+		 * the socket, and its events, alive past our close, and they
+		 * would reach the slot's next owner. */
+		if (k->parked)
+			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
 		close(k->fd);
 		k->parked = false;
 		conn_put(g, k);
@@ -334,16 +340,24 @@ union peer_addr {
 	struct sockaddr_storage ss;
 };
 
+/* The slot belongs to whoever saw it last. Once libmicrohttpd has said
+ * STARTED (on_connection takes g->adding), its CLOSED frees the slot, even
+ * when MHD_add_connection then fails: it says CLOSED before it returns
+ * MHD_NO when its own epoll_ctl fails (ENOMEM, or ENOSPC with root's
+ * max_user_watches used up). Only a connection it never started is still
+ * ours to free here; freeing the other again would make the free list
+ * point at itself. */
 static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
 {
 	g->handed = true;
 	g->adding = k;
-	/* Closes the fd when refused; the slot is then ours to free. */
-	if (MHD_add_connection(g->d, k->fd, sa, alen) != MHD_YES || g->adding) {
-		g->adding = NULL;
+	/* Closes the fd when refused. */
+	MHD_add_connection(g->d, k->fd, sa, alen);
+	if (g->adding == k) {
 		unlink_conn(k);
 		conn_put(g, k);
 	}
+	g->adding = NULL;
 }
 
 /* Routed to the relay: the gate's slot is free at once; the relay's own
