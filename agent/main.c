@@ -428,7 +428,8 @@ static void relay_desc(const struct agent *a, struct relay *relay, char *buf, si
 	snprintf(buf, n, "; relaying all but Health to %s (%u slots)", a->cfg.relay, st.slots);
 	if (st.slots < RELAY_MAX_CONNECTIONS && getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		log_msg(LOG_WARNING, "relay: the fd limit (%llu) leaves room for %u relayed "
-				     "connections, not %u; raise LimitNOFILE (%u fds each)",
+				     "connections, not %u; raise LimitNOFILE (%u fds each, and one "
+				     "for each of as many waiting for a slot)",
 			(unsigned long long)rl.rlim_cur, st.slots, RELAY_MAX_CONNECTIONS,
 			RELAY_FDS_PER_CONN);
 }

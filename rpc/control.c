@@ -165,19 +165,20 @@ static const struct counter relay_counters[] = {
 	RELAY_COUNTER(total, "total", "counter",
 		      "connects to the guest agent begun (unreachable_total's among them)"),
 	RELAY_COUNTER(refused_full, "refused_full_total", "counter",
-		      "connections answered 503: no relay slot free and none to evict (the "
-		      "quietest connected one busy: moving bytes for over a second and within "
-		      "the last; or every one still connecting)"),
+		      "connections answered 503: no relay slot free and none to evict (every "
+		      "relayed connection moving bytes, awaiting an answer, carrying a stream, "
+		      "or connecting: the kept_ gauges say how many of each)"),
 	RELAY_COUNTER(refused_queue, "refused_queue_total", "counter",
-		      "connections answered 503 at once: 512 already waiting for a relay slot, "
-		      "whether slots could have been evicted or not"),
+		      "connections answered 503 at once: the queue for a relay slot full "
+		      "(relay_queue), whether slots could have been evicted or not"),
 	RELAY_COUNTER(refused_resources, "refused_resources_total", "counter",
 		      "connections answered 503: no socket to the guest agent, or no room to "
 		      "watch one (out of fds or memory)"),
 	RELAY_COUNTER(unreachable, "unreachable_total", "counter",
 		      "connections answered 502: the guest agent could not be reached"),
 	RELAY_COUNTER(evicted, "evicted_total", "counter",
-		      "relayed connections reset to make room: the quietest when the slots were full"),
+		      "relayed connections reset to make room when the slots were full: the "
+		      "youngest of those idle between exchanges"),
 	RELAY_COUNTER(idle_closed, "idle_closed_total", "counter",
 		      "relayed connections reset after relay_idle_timeout without a byte either way"),
 	RELAY_COUNTER(head_timeout, "head_timeout_total", "counter",
@@ -196,6 +197,21 @@ static const struct counter relay_counters[] = {
 		      "bytes (out of fds or memory)"),
 	RELAY_COUNTER(dead_peer, "dead_peer_total", "counter",
 		      "relayed connections whose peer stopped answering (keepalive), the other side reset"),
+	RELAY_COUNTER(abandoned, "abandoned_total", "counter",
+		      "relayed connections whose client was gone (a reset) before the guest "
+		      "agent was asked: no connect begun"),
+	RELAY_COUNTER(kept_moving, "kept_moving", "gauge",
+		      "at the last refused_full: relayed connections kept because they were "
+		      "moving bytes (bytes in their pipes, or one within 100 ms)"),
+	RELAY_COUNTER(kept_awaiting, "kept_awaiting", "gauge",
+		      "at the last refused_full: relayed connections kept because the client "
+		      "spoke last (an answer awaited, a body coming), within 60 s of its request"),
+	RELAY_COUNTER(kept_streams, "kept_streams", "gauge",
+		      "at the last refused_full: relayed connections kept as streams (more than "
+		      "one exchange, or the guest agent speaking unasked) that moved within 60 s"),
+	RELAY_COUNTER(kept_connecting, "kept_connecting", "gauge",
+		      "at the last refused_full: relayed connections still connecting to the "
+		      "guest agent"),
 #undef RELAY_COUNTER
 };
 
@@ -249,7 +265,7 @@ static int relay_status_json(struct control *ct, struct json_buf *b)
 	relay_stats(ct->o.relay, &st);
 	int e = json_buf_puts(b, ",\"relay\":{\"address\":");
 	if (!e) e = json_buf_string(b, relay_address(ct->o.relay));
-	if (!e) e = view_printf(b, ",\"slots\":%u", st.slots);
+	if (!e) e = view_printf(b, ",\"slots\":%u,\"queue\":%u", st.slots, st.queue);
 	if (!e) e = counters_json(b, &st, relay_counters, ARRAY_SIZE(relay_counters), false);
 	return e ? e : json_buf_puts(b, "}");
 }
@@ -287,6 +303,9 @@ static int relay_metrics(struct control *ct, struct json_buf *b)
 	int e = view_prom_family(b, "dstack_healthd_relay_slots", "gauge",
 				 "relayed connections the relay can hold at once");
 	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_slots", NULL, st.slots);
+	if (!e) e = view_prom_family(b, "dstack_healthd_relay_queue", "gauge",
+				     "new relayed connections that may wait for a slot at once");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_queue", NULL, st.queue);
 	return e ? e : counters_prom(b, &st, relay_counters, ARRAY_SIZE(relay_counters));
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -23,10 +24,18 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "rpc/addr.h"
+#include "rpc/keep.h"
 #include "rpc/refuse.h"
 
 /* Asked of one splice from a socket: a default pipe's whole size. */
 #define SPLICE_CHUNK (64 * 1024)
+/* A newcomer that finds no slot free and no link idle waits this long at
+ * most, looking again every KEEP_SETTLE_MS, while a link is still
+ * connecting, moving bytes or awaiting its answer: a burst of newcomers
+ * larger than the slots then takes room from its own links once they are
+ * answered, and a guest agent slow under load has time to answer, before
+ * anyone is refused. */
+#define RELAY_QUEUE_WAIT_MS 1000
 
 /* A node of a circular list with a sentinel: a link is in two at once. */
 struct ring {
@@ -46,6 +55,15 @@ enum link_state {
 	LINK_OPEN,
 };
 
+/* TCP urgent data on fd[d]. splice stops at its mark, so the urgent byte
+ * is read by hand (SO_OOBINLINE keeps it in the stream) and sent on as
+ * urgent, after every byte before it. */
+enum urgent {
+	URGENT_NONE,
+	URGENT_SEEN, /* announced (EPOLLPRI); its mark not reached yet */
+	URGENT_HELD, /* read, waiting for room to be sent on */
+};
+
 /* A relayed connection: fd[0] the client, fd[1] the guest agent. Direction
  * d moves fd[d]'s bytes to fd[!d] through pipe[d], which the link holds only
  * while bytes are in it (held[d] > 0); an empty pipe goes back to the pool. */
@@ -56,14 +74,21 @@ struct link {
 	struct end end[2];
 	int fd[2];
 	int pipe[2][2];
-	size_t held[2]; /* bytes in pipe[d] */
-	bool eof[2];    /* fd[d] has read its end of stream */
-	bool shut[2];   /* ...and fd[!d]'s sending side is shut */
-	bool moved;     /* a byte moved during this event */
+	size_t held[2];   /* bytes in pipe[d] */
+	bool eof[2];      /* fd[d] has read its end of stream */
+	bool shut[2];     /* ...and fd[!d]'s sending side is shut */
+	bool moved[2];    /* direction d moved a byte during this event */
+	enum urgent urgent[2];
+	unsigned char urgent_byte[2];
 	enum link_state state;
 	int64_t deadline; /* of the connect */
-	int64_t start;    /* connected */
-	int64_t last;     /* the last byte moved either way, or the start */
+	struct keep keep; /* its history, once connected (rpc/keep.h) */
+};
+
+/* A connection the gate could not give a free slot, and when it came. */
+struct pending {
+	int fd;
+	int64_t since;
 };
 
 struct relay {
@@ -84,6 +109,10 @@ struct relay {
 	struct ring quiet;      /* connected links, least recently moved first */
 	struct link *dead;      /* closed in this turn: freed before the next wait */
 	int64_t now;            /* the time of this turn */
+	int64_t retry_at;       /* the first newcomer waits for a link to settle until
+				 * then; -1: it does not wait */
+	atomic_uint fresh;      /* links handed over (by either thread) whose first
+				 * event has not come */
 	bool down;              /* the last connect failed: an outage is logged */
 	bool full;              /* the last newcomer was refused: logged */
 	/* The gate takes links and queues connections, the relay thread
@@ -91,12 +120,15 @@ struct relay {
 	pthread_mutex_t lock;
 	struct link *free_list;
 	unsigned limit;
-	int pending[RELAY_PENDING];
+	unsigned queue; /* newcomers that may wait at once (relay_budget) */
+	struct pending pending[RELAY_PENDING];
 	unsigned pend_first, pend_n;
 	atomic_uint used; /* slots taken, new ones included */
 	atomic_uint_fast64_t total, refused_full, refused_queue, refused_resources, unreachable,
 		evicted, idle_closed, head_timeout, head_evicted, head_too_large, reset,
-		reset_resources, dead_peer;
+		reset_resources, dead_peer, abandoned;
+	/* What kept every slot at the last refused_full (struct relay_stats). */
+	atomic_uint kept[4];
 };
 
 /* An empty pipe: the pool's, else a new one. */
@@ -153,10 +185,14 @@ static void ring_add_tail(struct ring *head, struct ring *n)
 	((head)->next == (head) ? NULL \
 			       : (struct link *)((char *)(head)->next - offsetof(struct link, member)))
 
-/* A byte moved: the link goes to the end of the quiet order, in O(1). */
+/* Bytes moved: the link's history notes which way, and it goes to the end
+ * of the quiet order, in O(1). */
 static void touch(struct relay *r, struct link *l)
 {
-	l->last = r->now;
+	for (int d = 0; d < 2; d++)
+		if (l->moved[d])
+			keep_moved(&l->keep, d == 0, r->now);
+	l->moved[0] = l->moved[1] = false;
 	ring_del(&l->quiet);
 	ring_add_tail(&r->quiet, &l->quiet);
 }
@@ -175,7 +211,13 @@ static void link_end(struct relay *r, struct link *l, bool reset)
 		if (l->fd[d] >= 0) {
 			if (reset)
 				setsockopt(l->fd[d], SOL_SOCKET, SO_LINGER, &now, sizeof(now));
-			close(l->fd[d]); /* also leaves the epoll set */
+			/* Out of the epoll set before the close: a child that
+			 * holds a copy of the fd (between the nerdctl runner's
+			 * fork and its exec) keeps the socket alive, and its
+			 * events would reach the slot's next owner. ENOENT for
+			 * a socket never watched. */
+			epoll_ctl(r->ep, EPOLL_CTL_DEL, l->fd[d], NULL);
+			close(l->fd[d]);
 		}
 		l->fd[d] = -1;
 		pipe_give(r, l->pipe[d], l->held[d] == 0);
@@ -240,12 +282,14 @@ static void note_reach(struct relay *r, int e)
 	r->down = e != 0;
 }
 
-static void note_full(struct relay *r, bool full)
+/* kept: what kept each slot, by enum keep_rule (KEEP_NONE: connecting). */
+static void note_full(struct relay *r, bool full, const unsigned kept[4])
 {
 	if (full && !r->full)
-		log_msg(LOG_WARNING, "relay: every slot moved bytes within the last %d ms; "
-				     "new relayed connections are answered 503 until one is quiet",
-			RELAY_BUSY_MS);
+		log_msg(LOG_WARNING, "relay: no slot can be taken (%u moving bytes, %u awaiting an "
+				     "answer, %u streams, %u connecting); new relayed connections "
+				     "are answered 503 until one is idle",
+			kept[KEEP_MOVING], kept[KEEP_AWAITING], kept[KEEP_STREAM], kept[KEEP_NONE]);
 	else if (!full && r->full)
 		log_msg(LOG_INFO, "relay: relayed connections are taken again");
 	r->full = full;
@@ -279,6 +323,21 @@ static void link_failed(struct relay *r, struct link *l, int e)
 	link_close(r, l, true);
 }
 
+/* splice found nothing to read: when that is because fd[d]'s next byte is
+ * urgent (splice stops at the mark), it is read now and held to be sent on
+ * as urgent. Whether it found one. */
+static bool at_urgent_mark(struct link *l, int d)
+{
+	int at = 0;
+	if (l->urgent[d] != URGENT_SEEN || ioctl(l->fd[d], SIOCATMARK, &at) < 0 || !at)
+		return false;
+	if (recv(l->fd[d], &l->urgent_byte[d], 1, MSG_DONTWAIT) != 1)
+		return false;
+	l->urgent[d] = URGENT_HELD;
+	l->moved[d] = true;
+	return true;
+}
+
 /* Moves what can move now from fd[d] to fd[!d]: 0, or -errno when the
  * link is broken. The pipe is emptied before more is read, so EAGAIN from
  * either splice means that side is not ready; the next edge on either
@@ -305,8 +364,18 @@ static int pump(struct relay *r, struct link *l, int d, bool fin)
 				break;
 			}
 			l->held[d] -= (size_t)n;
-			l->moved = true;
+			l->moved[d] = true;
 			full = false;
+			continue;
+		}
+		if (!l->held[d] && l->urgent[d] == URGENT_HELD) {
+			/* Every byte before it has gone: the urgent byte now. */
+			if (send(l->fd[!d], &l->urgent_byte[d], 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
+				break;
+			}
+			l->urgent[d] = URGENT_NONE;
+			l->moved[d] = true;
 			continue;
 		}
 		if (l->eof[d]) {
@@ -326,13 +395,15 @@ static int pump(struct relay *r, struct link *l, int d, bool fin)
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n == 0) {
 			l->eof[d] = true;
+		} else if (n < 0 && errno == EAGAIN && !l->held[d] && at_urgent_mark(l, d)) {
+			continue;
 		} else if (n < 0 && errno == EAGAIN && fin && l->held[d]) {
 			full = true;
 		} else if (n < 0 && errno != EAGAIN && errno != EINTR && l->held[d]) {
 			/* A reset after bytes read ahead (only a read with the
-			 * end in sight holds bytes): they go on as far as the
-			 * other side takes them now, as they would have gone
-			 * before the read that found the reset. */
+			 * end in sight holds bytes): they are written to the
+			 * other side, which sends at once what its window takes;
+			 * the reset that follows discards the rest. */
 			e = -errno;
 			while (l->held[d] && (n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->held[d],
 							 SPLICE_F_MOVE | SPLICE_F_NONBLOCK)) > 0)
@@ -343,7 +414,7 @@ static int pump(struct relay *r, struct link *l, int d, bool fin)
 			break;
 		} else {
 			l->held[d] += (size_t)n;
-			l->moved = true;
+			l->moved[d] = true;
 		}
 	}
 	if (!l->held[d])
@@ -368,26 +439,31 @@ static int sock_error(int fd)
 static void link_run(struct relay *r, struct link *l, int s, uint32_t ev)
 {
 	int e = 0;
-	if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+	if ((ev & EPOLLPRI) && l->urgent[s] == URGENT_NONE)
+		l->urgent[s] = URGENT_SEEN;
+	if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		e = pump(r, l, s, ev & (EPOLLRDHUP | EPOLLHUP));
-	if (!e && l->held[!s] && (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
+	if (!e && (l->held[!s] || l->urgent[!s] == URGENT_HELD) &&
+	    (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
 		e = pump(r, l, !s, false);
 	if (!e && (ev & EPOLLERR))
 		e = sock_error(l->fd[s]);
-	if (l->moved) {
-		l->moved = false;
+	if (l->moved[0] || l->moved[1])
 		touch(r, l);
-	}
 	if (e)
 		link_failed(r, l, e);
 	else if (l->shut[0] && l->shut[1])
 		link_close(r, l, false);
 }
 
+/* Urgent data stays in the stream (SO_OOBINLINE), where pump reads it at
+ * its mark. */
 static int watch(struct relay *r, struct link *l, int side)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+	static const int one = 1;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 				  .data.ptr = &l->end[side] };
+	setsockopt(l->fd[side], SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 	return epoll_ctl(r->ep, EPOLL_CTL_ADD, l->fd[side], &ev);
 }
 
@@ -398,7 +474,7 @@ static int watch(struct relay *r, struct link *l, int side)
 static void link_opened(struct relay *r, struct link *l)
 {
 	l->state = LINK_OPEN;
-	l->start = l->last = r->now;
+	keep_start(&l->keep, r->now);
 	ring_add_tail(&r->quiet, &l->quiet);
 	note_reach(r, 0);
 }
@@ -442,10 +518,21 @@ static void link_no_resources(struct relay *r, struct link *l)
 	link_close(r, l, false);
 }
 
-/* A client from the gate, its first event: the connect to the guest agent. */
-static void link_open(struct relay *r, struct link *l)
+/* A client from the gate, its first event: the connect to the guest agent,
+ * unless the client has already gone. A reset (or a close both ways) that
+ * came after its head was routed costs the guest agent nothing: no connect
+ * is begun for a client that cannot take the answer. A half-close is a
+ * request body ended by the client's FIN, and is relayed. */
+static void link_open(struct relay *r, struct link *l, uint32_t ev)
 {
-	note_full(r, false);
+	static const unsigned none[4];
+	atomic_fetch_sub(&r->fresh, 1);
+	note_full(r, false, none);
+	if (ev & (EPOLLERR | EPOLLHUP)) {
+		atomic_fetch_add(&r->abandoned, 1);
+		link_close(r, l, false);
+		return;
+	}
 	l->fd[1] = socket(r->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (l->fd[1] < 0) {
 		link_no_resources(r, l);
@@ -494,12 +581,12 @@ static int sweep(struct relay *r)
 		link_unreachable(r, l, ETIMEDOUT);
 	if (l)
 		next = l->deadline - now;
-	while ((l = RING_FIRST(&r->quiet, quiet)) && now - l->last >= r->idle_ms) {
+	while ((l = RING_FIRST(&r->quiet, quiet)) && now - l->keep.last >= r->idle_ms) {
 		atomic_fetch_add(&r->idle_closed, 1);
 		link_close(r, l, true);
 	}
-	if (l && (next < 0 || l->last + r->idle_ms - now < next))
-		next = l->last + r->idle_ms - now;
+	if (l && (next < 0 || l->keep.last + r->idle_ms - now < next))
+		next = l->keep.last + r->idle_ms - now;
 	return next < 0 ? -1 : next > INT_MAX ? INT_MAX : (int)next;
 }
 
@@ -519,60 +606,156 @@ static int link_init(struct relay *r, struct link *l, int fd)
 		l->held[d] = 0;
 		l->eof[d] = l->shut[d] = false;
 	}
-	l->moved = false;
+	l->moved[0] = l->moved[1] = false;
+	l->urgent[0] = l->urgent[1] = URGENT_NONE;
 	l->state = LINK_NEW;
-	if (watch(r, l, 0) == 0)
+	if (watch(r, l, 0) == 0) {
+		atomic_fetch_add(&r->fresh, 1);
 		return 0;
+	}
 	l->fd[0] = -1;
 	l->state = LINK_FREE;
 	return -errno;
 }
 
-/* The quietest link's slot, for a newcomer, unless that link is busy:
- * then every link moved a byte within RELAY_BUSY_MS, and the newcomer is
- * refused. Busy is a transfer that has gone on for over RELAY_BUSY_MS and
- * still moves: what a link moved within its first RELAY_BUSY_MS (its own
- * request and a prompt answer) proves nothing, so that connections that
- * are answered and then sit, or a client that reconnects as fast as it is
- * evicted, never make every slot look busy (the quietest of them goes,
- * and a newcomer still gets a slot). */
-static struct link *evict(struct relay *r)
+/* What a newcomer with no free slot can take: the youngest link idle
+ * between exchanges (rpc/keep.h); when to look again for one; and what keeps the others, for the counters.
+ * O(slots), once an eviction and at most once a KEEP_SETTLE_MS while
+ * newcomers wait. */
+struct pick {
+	struct link *victim; /* the youngest idle link */
+	int64_t look_at;     /* with none idle, when one may be: the first to settle,
+			      * or KEEP_SETTLE_MS from now while one is connecting,
+			      * moving or awaiting; -1: none may */
+	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
+};
+
+/* Bytes of the link wait to be sent on. */
+static bool link_held(const struct link *l)
 {
-	struct link *l = RING_FIRST(&r->quiet, quiet);
-	if (!l || (r->now - l->last < RELAY_BUSY_MS && l->last - l->start >= RELAY_BUSY_MS))
-		return NULL;
+	return l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
+	       l->urgent[1] == URGENT_HELD;
+}
+
+#define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
+
+static void pick(struct relay *r, struct pick *p)
+{
+	struct ring *n;
+	*p = (struct pick){ .look_at = -1 };
+	for (n = r->connecting.next; n != &r->connecting; n = n->next)
+		p->kept[KEEP_NONE]++;
+	/* Links handed over or connecting are younger than any connected one,
+	 * and about to await their answers. */
+	p->kept[KEEP_NONE] += atomic_load(&r->fresh);
+	if (p->kept[KEEP_NONE])
+		p->look_at = r->now + KEEP_SETTLE_MS;
+	for (n = r->quiet.next; n != &r->quiet; n = n->next) {
+		struct link *l = QUIET_LINK(n);
+		bool held = link_held(l);
+		enum keep_rule k = keep_rule(&l->keep, held, r->now);
+		if (k == KEEP_NONE) {
+			if (!p->victim || l->keep.start > p->victim->keep.start)
+				p->victim = l;
+			continue;
+		}
+		p->kept[k]++;
+		/* Worth waiting for: one about to settle, or moving or
+		 * awaiting an answer (a stream is kept for a minute). */
+		int64_t at = keep_settles_at(&l->keep, held, r->now);
+		if (at < 0 && (k == KEEP_MOVING || k == KEEP_AWAITING))
+			at = r->now + KEEP_SETTLE_MS;
+		if (at >= 0 && (p->look_at < 0 || at < p->look_at))
+			p->look_at = at;
+	}
+	if (p->victim)
+		p->look_at = -1;
+}
+
+/* The victim is reset both ways and its slot is the newcomer's. */
+static struct link *evict(struct relay *r, struct link *l)
+{
 	atomic_fetch_add(&r->evicted, 1);
 	link_end(r, l, true);
 	return l;
 }
 
-/* The connections the gate queued for want of a free slot: each takes a
- * slot freed since, or the quietest link's, or is answered 503. Run
- * between batches of events, so that no event of a batch is about an
+/* The first waiting newcomer, under r->lock; false when none waits. */
+static bool first_pending(struct relay *r, struct pending *out)
+{
+	if (!r->pend_n)
+		return false;
+	*out = r->pending[r->pend_first];
+	return true;
+}
+
+static void pending_drop(struct relay *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->pend_first = (r->pend_first + 1) % RELAY_PENDING;
+	r->pend_n--;
+	pthread_mutex_unlock(&r->lock);
+}
+
+static void refuse_full(struct relay *r, int fd, const unsigned kept[4])
+{
+	note_full(r, true, kept);
+	for (int k = 0; k < 4; k++)
+		atomic_store(&r->kept[k], kept[k]);
+	atomic_fetch_add(&r->refused_full, 1);
+	refuse(fd, REFUSE_FULL);
+}
+
+/* When the first newcomer, queued at since, looks again for a slot; -1: it
+ * does not wait, and takes the victim's slot or is refused. */
+static int64_t wait_until(const struct relay *r, const struct pick *k, int64_t since)
+{
+	int64_t until = since + RELAY_QUEUE_WAIT_MS;
+	if (k->look_at < 0 || r->now >= until)
+		return -1;
+	return k->look_at < until ? k->look_at : until;
+}
+
+/* The newcomers the gate queued for want of a free slot, first come first:
+ * each takes a slot freed since, or the youngest idle link's (rpc/keep.h),
+ * or is answered 503 when every link moves bytes, awaits an answer,
+ * carries a stream or is connecting. With none idle, the first waits
+ * (wait_until) while one may still become idle; the rest wait behind it.
+ * Run between batches of events, so that no event of a batch is about an
  * evicted link whose slot is taken again. */
 static void take_pending(struct relay *r)
 {
 	for (;;) {
-		int fd = -1;
-		struct link *l = NULL;
+		struct pending p;
 		pthread_mutex_lock(&r->lock);
-		if (r->pend_n) {
-			fd = r->pending[r->pend_first];
-			r->pend_first = (r->pend_first + 1) % RELAY_PENDING;
-			r->pend_n--;
-			l = slot_take_locked(r);
-		}
+		bool any = first_pending(r, &p);
+		struct link *l = any ? slot_take_locked(r) : NULL;
 		pthread_mutex_unlock(&r->lock);
-		if (fd < 0)
+		if (!any) {
+			r->retry_at = -1;
 			return;
-		if (!l && !(l = evict(r))) {
-			note_full(r, true);
-			atomic_fetch_add(&r->refused_full, 1);
-			refuse(fd, REFUSE_FULL);
-		} else if (link_init(r, l, fd) < 0) {
+		}
+		if (!l) {
+			if (r->retry_at >= 0 && r->now < r->retry_at)
+				return;
+			struct pick k;
+			pick(r, &k);
+			if ((r->retry_at = wait_until(r, &k, p.since)) >= 0)
+				return;
+			if (!k.victim) {
+				pending_drop(r);
+				r->retry_at = -1;
+				refuse_full(r, p.fd, k.kept);
+				continue;
+			}
+			l = evict(r, k.victim);
+		}
+		pending_drop(r);
+		r->retry_at = -1;
+		if (link_init(r, l, p.fd) < 0) {
 			slots_give(r, l, l, 1);
 			atomic_fetch_add(&r->refused_resources, 1);
-			refuse(fd, REFUSE_FULL);
+			refuse(p.fd, REFUSE_FULL);
 		}
 	}
 }
@@ -587,11 +770,14 @@ static void *relay_run(void *arg)
 		r->now = clock_mono_ms();
 		int wait = sweep(r);
 		/* Every slot closed outside a batch (by the sweep) is free
-		 * before the wait: none waits for some other event. */
+		 * before the wait, and the newcomers waiting take what they
+		 * can: none waits for some other event. */
 		free_dead(r);
+		take_pending(r);
+		if (r->retry_at >= 0 && (wait < 0 || r->retry_at - r->now < wait))
+			wait = (int)(r->retry_at - r->now);
 		int n = epoll_wait(r->ep, ev, ARRAY_SIZE(ev), wait);
 		r->now = clock_mono_ms();
-		bool kicked = false;
 		for (int i = 0; i < n; i++) {
 			void *p = ev[i].data.ptr;
 			if (p == &r->stop_fd)
@@ -599,7 +785,6 @@ static void *relay_run(void *arg)
 			if (p == &r->kick_fd) {
 				/* Read only to rearm it: the queue says what waits. */
 				uint64_t v;
-				kicked = true;
 				if (read(r->kick_fd, &v, sizeof(v)) != sizeof(v)) {
 					/* EAGAIN: nothing to read, nothing lost */
 				}
@@ -613,7 +798,7 @@ static void *relay_run(void *arg)
 				continue;
 			switch (l->state) {
 			case LINK_NEW:
-				link_open(r, l);
+				link_open(r, l, ev[i].events);
 				break;
 			case LINK_CONNECTING:
 				/* The client's bytes wait for the connect. */
@@ -628,8 +813,6 @@ static void *relay_run(void *arg)
 			}
 		}
 		free_dead(r);
-		if (kicked)
-			take_pending(r);
 	}
 }
 
@@ -654,7 +837,7 @@ static void relay_free(struct relay *r)
 			if (r->links[i].state != LINK_FREE)
 				link_end(r, &r->links[i], true);
 	for (unsigned i = 0; i < r->pend_n; i++)
-		close(r->pending[(r->pend_first + i) % RELAY_PENDING]);
+		close(r->pending[(r->pend_first + i) % RELAY_PENDING].fd);
 	for (unsigned i = 0; i < r->pooled; i++) {
 		close(r->pool[i][0]);
 		close(r->pool[i][1]);
@@ -689,6 +872,8 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 	rpc_addr_parse("relay address", o->address, &r->addr, &r->alen, err);
 	snprintf(r->address, sizeof(r->address), "%s", o->address);
 	r->max = r->limit = o->slots ? o->slots : RELAY_MAX_CONNECTIONS;
+	r->queue = RELAY_PENDING;
+	r->retry_at = -1;
 	r->idle_ms = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : RELAY_IDLE_TIMEOUT_MS;
 	r->keepalive_s = (int)(o->keepalive_s ? o->keepalive_s : RELAY_KEEPALIVE_S);
 	r->connecting.prev = r->connecting.next = &r->connecting;
@@ -740,23 +925,41 @@ unsigned relay_fds_wanted(const struct relay *r)
 	return r->max * RELAY_FDS_PER_CONN + 2 * RELAY_PIPE_POOL + RELAY_PENDING;
 }
 
-void relay_fit(struct relay *r, unsigned slots)
+void relay_budget(unsigned long fds, unsigned max, unsigned *slots, unsigned *queue)
+{
+	unsigned long left = fds > 2 * RELAY_PIPE_POOL ? fds - 2 * RELAY_PIPE_POOL : 0;
+	/* A slot and a place in the queue each, while the queue is short of
+	 * RELAY_PENDING; past that, the queue is whole and the rest is slots. */
+	unsigned long n = left / (RELAY_FDS_PER_CONN + 1);
+	if (n > RELAY_PENDING)
+		n = (left - RELAY_PENDING) / RELAY_FDS_PER_CONN;
+	if (n > max)
+		n = max;
+	unsigned long q = left - n * RELAY_FDS_PER_CONN;
+	*slots = (unsigned)n;
+	*queue = (unsigned)(q < RELAY_PENDING ? q : RELAY_PENDING);
+}
+
+void relay_fit(struct relay *r, unsigned long fds)
 {
 	pthread_mutex_lock(&r->lock);
-	r->limit = slots < r->max ? slots : r->max;
+	relay_budget(fds, r->max, &r->limit, &r->queue);
 	pthread_mutex_unlock(&r->lock);
 }
 
 int relay_take(struct relay *r, int fd)
 {
 	bool queued = false, kick = false;
+	int64_t now = clock_mono_ms();
 	pthread_mutex_lock(&r->lock);
-	struct link *l = slot_take_locked(r);
-	if (!l && r->pend_n < RELAY_PENDING) {
-		r->pending[(r->pend_first + r->pend_n) % RELAY_PENDING] = fd;
+	/* First come, first served: a slot freed while others wait is theirs. */
+	struct link *l = r->pend_n ? NULL : slot_take_locked(r);
+	if (!l && r->pend_n < r->queue) {
+		r->pending[(r->pend_first + r->pend_n) % RELAY_PENDING] =
+			(struct pending){ .fd = fd, .since = now };
 		queued = true;
-		/* The relay thread empties the queue after each wakeup: only
-		 * the first of a run needs to wake it. */
+		/* One wakeup per run: the relay thread looks at the whole
+		 * queue each turn. */
 		kick = r->pend_n++ == 0;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -770,9 +973,9 @@ int relay_take(struct relay *r, int fd)
 		return 0;
 	if (l)
 		slots_give(r, l, l, 1);
-	/* Every slot taken and RELAY_PENDING newcomers already waiting for
-	 * the relay thread to make room. */
-	atomic_fetch_add(l ? &r->refused_resources : &r->refused_queue, 1);
+	/* Every slot taken and the queue full of newcomers already waiting
+	 * for the relay thread to make room; or no slot at all. */
+	atomic_fetch_add(l ? &r->refused_resources : r->limit ? &r->refused_queue : &r->refused_full, 1);
 	refuse(fd, REFUSE_FULL);
 	return -EBUSY;
 }
@@ -801,8 +1004,14 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->reset = atomic_load(&r->reset);
 	out->reset_resources = atomic_load(&r->reset_resources);
 	out->dead_peer = atomic_load(&r->dead_peer);
+	out->abandoned = atomic_load(&r->abandoned);
+	out->kept_awaiting = atomic_load(&r->kept[KEEP_AWAITING]);
+	out->kept_moving = atomic_load(&r->kept[KEEP_MOVING]);
+	out->kept_streams = atomic_load(&r->kept[KEEP_STREAM]);
+	out->kept_connecting = atomic_load(&r->kept[KEEP_NONE]);
 	pthread_mutex_lock(&r->lock);
 	out->slots = r->limit;
+	out->queue = r->queue;
 	pthread_mutex_unlock(&r->lock);
 }
 

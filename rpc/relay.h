@@ -13,12 +13,11 @@
  * both sides are done, at the first error either way (the other side is
  * reset), when it has moved no byte either way for the idle limit, when TCP
  * keepalive finds its peer gone, or when a newcomer finds every slot taken
- * and it is the one that has moved no byte for the longest time (unless it
- * is busy, RELAY_BUSY_MS): then it is evicted (reset both ways) and the
- * newcomer takes its slot. A newcomer is answered 503 only when that
- * quietest link is busy (so every connected one moved a byte within
- * RELAY_BUSY_MS) or no link is connected yet, or when RELAY_PENDING
- * newcomers already wait for the relay thread. */
+ * and it is idle between exchanges (rpc/keep.h): then the youngest such
+ * link is evicted (reset both ways) and the newcomer takes its slot. Links
+ * that move bytes, await an answer or carry a stream are kept. A newcomer
+ * is answered 503 when every link is kept or still connecting, or when the
+ * queue of newcomers waiting for the relay thread is full. */
 #ifndef HEALTHD_RELAY_H
 #define HEALTHD_RELAY_H
 
@@ -42,16 +41,13 @@
 /* A guest agent that has not accepted the connection this long after the
  * connect is unreachable: the client gets 502. */
 #define RELAY_CONNECT_TIMEOUT_MS 1000
-/* A link that has been moving bytes (either way) for this long since it
- * connected, and moved one this recently, is busy: it is never evicted for
- * a newcomer. */
-#define RELAY_BUSY_MS 1000
 /* Connections the gate could not give a free slot, waiting for the relay
  * thread to make room (their fds are in relay_fds_wanted, which the fd
- * limit is raised to fit; a limit too low for it leaves them none); with
- * this many waiting, the gate answers 503 itself. A client that reconnects
- * all it was evicted from at once (hundreds in a burst) must not find the
- * queue full while evictable slots remain. */
+ * limit is raised to fit; under a lower limit the queue is as long as the
+ * slots are many, relay_budget); with the queue full, the gate answers 503
+ * itself. A client that reconnects all it was evicted from at once
+ * (hundreds in a burst) must not find the queue full while evictable
+ * slots remain. */
 #define RELAY_PENDING 512
 /* The idle limit's default: a link that moves no byte either way for this
  * long is closed. Longer than the dstack gateway's own proxy keeps a quiet
@@ -83,10 +79,10 @@ struct relay_stats {
 	uint64_t total;             /* connects to the guest agent begun (unreachable's
 				     * among them) */
 	uint64_t refused_full;      /* answered 503: no slot free and none to evict
-				     * (the quietest connected one busy, or every one
-				     * still connecting) */
-	uint64_t refused_queue;     /* answered 503 by the gate: RELAY_PENDING already
-				     * waiting for a slot, evictable or not */
+				     * (every link moving, awaiting an answer, a stream,
+				     * or connecting) */
+	uint64_t refused_queue;     /* answered 503 by the gate: the queue already full
+				     * of newcomers waiting for a slot */
 	uint64_t refused_resources; /* answered 503: no socket for the guest agent, or no
 				     * room to watch one (out of fds or memory) */
 	uint64_t unreachable;       /* answered 502: the guest agent could not be reached */
@@ -100,7 +96,13 @@ struct relay_stats {
 	uint64_t reset_resources;   /* reset both ways mid-transfer: no pipe for the next
 				     * bytes (out of fds or memory) */
 	uint64_t dead_peer;         /* one side timed out (keepalive): the other reset */
+	uint64_t abandoned;         /* the client was gone (reset) before the guest
+				     * agent was asked: no connect begun */
+	/* What kept every slot at the last refused_full: links moving bytes,
+	 * awaiting an answer, carrying a stream, and connecting. */
+	uint64_t kept_moving, kept_awaiting, kept_streams, kept_connecting;
 	unsigned slots;
+	unsigned queue; /* newcomers that may wait for a slot at once */
 };
 
 struct relay;
@@ -115,8 +117,14 @@ int relay_parse(const char *address, struct errbuf *err);
 /* The gate's side; called from one thread only. */
 /* fds the relay may hold at most. */
 unsigned relay_fds_wanted(const struct relay *r);
-/* Lowers the slots to what the fd limit leaves (before any relay_take). */
-void relay_fit(struct relay *r, unsigned slots);
+/* How many slots (at most max) and places in the queue fit in fds: the
+ * pipe pool's first, then RELAY_FDS_PER_CONN a slot and one a place, so
+ * that everything the relay may hold at once stays within the fd limit
+ * and the gate's accept never meets EMFILE on its account. */
+void relay_budget(unsigned long fds, unsigned max, unsigned *slots, unsigned *queue);
+/* Lowers the slots and the queue to what fds leaves (relay_budget),
+ * before any relay_take. */
+void relay_fit(struct relay *r, unsigned long fds);
 /* Sets on a TCP socket what every relayed socket carries, so that a peer
  * that vanished (a gateway node gone, a WireGuard path dropped) frees its
  * slot: keepalive probes after keepalive_s seconds without a byte from the

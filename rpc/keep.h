@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Which relayed connections a newcomer may take the slot of (issue 33,
+ * docs/threat-model.md "The relay"). The relay never parses what it moves,
+ * so a link is judged by its history alone: when bytes last moved each way,
+ * how many times the client spoke after the guest agent had, and whether
+ * the guest agent spoke again, after a pause, without the client speaking.
+ *
+ * A link is kept (never evicted for a newcomer) while:
+ *   - it is moving: bytes wait in its pipes, or it moved a byte within
+ *     KEEP_SETTLE_MS (an answer whose next bytes are on their way);
+ *   - it awaits an answer: the client spoke last (a request the guest agent
+ *     is still working on, or a body still coming), for at most
+ *     KEEP_HOLD_MS from the start of that request, however its bytes
+ *     trickle: a client must be answered to hold a slot longer;
+ *   - it is a stream: the guest agent spoke again after a pause with the
+ *     client silent (a followed log, server-sent events), or the client
+ *     spoke a second time after an answer (a WebSocket's pings, a kept-alive
+ *     connection in use), for at most KEEP_HOLD_MS without a byte.
+ * Anything else is idle between exchanges: a request answered and nothing
+ * since. Those are evicted, the youngest first, so that a flood of
+ * newcomers that are answered and then sit makes room from its own links
+ * before it reaches an older one.
+ *
+ * KEEP_HOLD_MS is nginx's default proxy_read_timeout, client_body_timeout
+ * and send_timeout (60 s): what nginx in front of the guest agent gives a
+ * transfer that moves nothing before it cuts it. */
+#ifndef HEALTHD_KEEP_H
+#define HEALTHD_KEEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KEEP_SETTLE_MS 100
+#define KEEP_HOLD_MS (60 * 1000)
+
+enum keep_rule {
+	KEEP_NONE,     /* idle between exchanges: may be evicted */
+	KEEP_MOVING,   /* bytes in its pipes, or one moved within KEEP_SETTLE_MS */
+	KEEP_AWAITING, /* the client spoke last, within KEEP_HOLD_MS of its request */
+	KEEP_STREAM,   /* more than one exchange, or the guest agent spoke unasked */
+};
+
+/* A link's history. Times are the relay's monotonic ms; 0 is never. */
+struct keep {
+	int64_t start;     /* connected */
+	int64_t last;      /* the last byte moved either way, or the start */
+	int64_t last_up;   /* the last byte from the client to the guest agent */
+	int64_t last_down; /* the last byte from the guest agent to the client */
+	unsigned turns;    /* times the client spoke first or after the guest agent */
+	int64_t turn_at;   /* the first byte of the client's last turn */
+	bool stream;       /* the guest agent spoke again after a pause, unasked */
+};
+
+void keep_start(struct keep *k, int64_t now);
+/* Bytes moved: up from the client, or down from the guest agent. */
+void keep_moved(struct keep *k, bool up, int64_t now);
+/* held: bytes wait in the link's pipes. */
+enum keep_rule keep_rule(const struct keep *k, bool held, int64_t now);
+/* When a link kept only by KEEP_SETTLE_MS becomes evictable, if nothing
+ * moves meanwhile; -1 when it is kept by anything else, or not kept. */
+int64_t keep_settles_at(const struct keep *k, bool held, int64_t now);
+const char *keep_rule_name(enum keep_rule r);
+
+#endif
