@@ -41,6 +41,16 @@
  * whole is looked at on arrival, and one whose last segment is small, this
  * much later. */
 #define LOOK_LATER_MS 50
+/* What every look again at a parked connection may peek, all connections
+ * together: a budget of bytes refilled with time (PEEK_PER_MS a ms, at
+ * most PEEK_BURST at once), so that a thousand parked heads near the bound,
+ * each trickling, cost the thread that answers Health a bounded share of a
+ * core rather than a peek of up to 32 KiB per head per LOOK_LATER_MS. A
+ * look the budget cannot pay for is put off like a trickle's. A first look
+ * (a connection's first bytes, usually its whole head) and a look at a
+ * peer's end are not charged. */
+#define PEEK_PER_MS (16 * 1024)
+#define PEEK_BURST (4 * GATE_HEAD_MAX)
 
 /* A connection we accepted; in the waiting list until it has completed a
  * request, and again from the end of each one. One that has sent nothing
@@ -76,6 +86,7 @@ struct gate {
 	MHD_RequestCompletedCallback completed;
 	void *completed_cls;
 	struct relay *relay;
+	int64_t peek_budget, peek_at; /* bytes that may be peeked, as of peek_at */
 	atomic_uint_fast64_t head_timeout, evicted; /* struct gate_stats */
 };
 
@@ -466,16 +477,43 @@ static void look_again(struct gate *g, struct conn *k, bool hup)
 		look(g, k, &a.sa, alen, hup);
 }
 
+/* Whether the peek budget pays for a look at q bytes now (-1: unknown,
+ * taken as the bound), and if so takes them. */
+static bool peek_paid(struct gate *g, ssize_t q, int64_t now)
+{
+	int64_t cost = q < 0 || q > GATE_HEAD_MAX ? GATE_HEAD_MAX : q;
+	if (now > g->peek_at) {
+		g->peek_budget += (now - g->peek_at) * PEEK_PER_MS;
+		if (g->peek_budget > PEEK_BURST)
+			g->peek_budget = PEEK_BURST;
+		g->peek_at = now;
+	}
+	if (g->peek_budget < cost)
+		return false;
+	g->peek_budget -= cost;
+	return true;
+}
+
+/* ms until the budget pays for the look at k: at least 1. */
+static int peek_wait(const struct gate *g, const struct conn *k)
+{
+	ssize_t q = queued(k);
+	int64_t cost = q < 0 || q > GATE_HEAD_MAX ? GATE_HEAD_MAX : q;
+	int64_t ms = (cost - g->peek_budget + PEEK_PER_MS - 1) / PEEK_PER_MS;
+	return ms < 1 ? 1 : (int)ms;
+}
+
 /* New bytes are looked at now when they are the first, double what the
- * last look saw, or reach the bound; else the look is put off
- * (LOOK_LATER_MS), unless it already is. The peer's end is looked at now. */
+ * last look saw, or reach the bound, and the peek budget pays for it; else
+ * the look is put off (LOOK_LATER_MS), unless it already is. The peer's
+ * end is looked at now. */
 static void unpark(struct gate *g, struct conn *k, uint32_t events, int64_t now)
 {
 	if (!k->parked)
 		return;
 	bool hup = events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
 	ssize_t q = hup ? -1 : queued(k);
-	if (q >= 0 && (size_t)q < 2 * k->peeked && q < GATE_HEAD_MAX) {
+	if (!hup && (((size_t)q < 2 * k->peeked && q < GATE_HEAD_MAX) || !peek_paid(g, q, now))) {
 		if (!k->look_at && (size_t)q != k->peeked)
 			later_add(g, k, now);
 		return;
@@ -484,15 +522,21 @@ static void unpark(struct gate *g, struct conn *k, uint32_t events, int64_t now)
 }
 
 /* The looks put off and now due, taken when anything came since the last
- * (an end of stream would have been looked at on its own event); ms to
- * the next, or -1. */
+ * (an end of stream would have been looked at on its own event), as far
+ * as the peek budget pays; ms to the next, or -1. */
 static int look_later(struct gate *g, int64_t now)
 {
 	struct conn *k;
 	while ((k = g->later.lnext) != &g->later && now >= k->look_at) {
+		ssize_t q = queued(k);
+		if (q == (ssize_t)k->peeked) {
+			later_del(k);
+			continue;
+		}
+		if (!peek_paid(g, q, now))
+			return peek_wait(g, k);
 		later_del(k);
-		if (queued(k) != (ssize_t)k->peeked)
-			look_again(g, k, false);
+		look_again(g, k, false);
 	}
 	return k == &g->later ? -1 : (int)(k->look_at - now);
 }
@@ -575,7 +619,7 @@ static unsigned slots_that_fit(unsigned slots, struct relay *relay)
 	if (relay) {
 		rlim_t used = (rlim_t)health + ACCEPT_BATCH + spare;
 		rlim_t left = fit > used ? fit - used : 0;
-		relay_fit(relay, (unsigned)(left / RELAY_FDS_PER_CONN));
+		relay_fit(relay, (unsigned long)left);
 	}
 	return health;
 }
@@ -641,6 +685,8 @@ static int gate_setup(struct gate *g, const struct gate_opts *o, struct errbuf *
 	g->slots = slots_that_fit(o->slots, o->relay);
 	g->pool = g->slots + ACCEPT_BATCH;
 	g->head_timeout_ms = o->head_timeout_ms;
+	g->peek_budget = PEEK_BURST;
+	g->peek_at = clock_mono_ms();
 	g->waiting.prev = g->waiting.next = &g->waiting;
 	g->later.lprev = g->later.lnext = &g->later;
 	if (!(g->conns = calloc(g->pool, sizeof(*g->conns))))
