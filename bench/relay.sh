@@ -15,6 +15,13 @@
 #   7d. The front held from one address (issue 26): 5000 idle relayed
 #       connections and 500 slowloris heads, while a dashboard request and a
 #       Health poll every 200 ms for 20 s; the agent, then nginx in its place.
+#   7e. The front keeps what it carries (issue 33): a followed log (a line
+#       every 4 s) while waves of 600 newcomers from one address each send a
+#       request, read the answer and sit idle, one wave every 3 s for 30 s,
+#       and a dashboard request every 200 ms; the agent, then nginx.
+#   7f. Parked heads (issue 33): 1000 heads near 32 KiB, each trickling a
+#       byte every 50 ms, from one address, for 20 s: Health p99 and the
+#       agent's CPU, beside the same agent's Health p99 with nothing parked.
 # bench/README.md says how each figure is taken.
 
 # relay_nginx NAME TEMPLATE RUNNER [@KEY@=VALUE...]: nginx from TEMPLATE,
@@ -194,6 +201,8 @@ relay_section() {
 			"$(yes_no ge 1.05 "$rc")"
 	done
 	relay_hold "$rl_port" "$rl_pid" "$fr_port" "$fr_pid"
+	relay_waves "$rl_port" "$rl_pid" "$fr_port"
+	relay_heads "$up_port"
 	stop_pid "$fr_pid"
 	stop_pid "$fk_pid"
 	stop_pid "$rl_pid"
@@ -270,4 +279,91 @@ relay_hold() {
 	row "slowloris holder: opened / closed by the front" \
 		"$(kv opened "$(tail -n1 "$T/hold.agent.slow")")/$(kv closed_by_server "$(tail -n1 "$T/hold.agent.slow")")" \
 		"$(kv opened "$(tail -n1 "$T/hold.nginx.slow")")/$(kv closed_by_server "$(tail -n1 "$T/hold.nginx.slow")")" "" "" ""
+}
+
+# waves_run NAME PORT: 7e against one front. Leaves $T/waves.NAME.{log,dash,w*}.
+WAVES=10
+WAVE_N=600
+waves_run() {
+	local name=$1 port=$2 w lp
+	python3 tests/fakes/front_client.py "$port" follow "/logs/w?every=4" >"$T/waves.$name.log" 2>>"$T/relay.log" &
+	lp=$!
+	PIDS+=($lp)
+	timeout --foreground $((WAVES * 3 + 40)) "${MEASURE[@]}" python3 bench/relay_load.py poll "127.0.0.1:$port" /1k \
+		$((WAVES * 3)) 200 >"$T/waves.$name.dash" 2>&1 &
+	local dp=$!
+	PIDS+=($dp)
+	for w in $(seq "$WAVES"); do
+		python3 tests/fakes/relay_client.py "$port" hold "$WAVE_N" /1k --from 127.0.0.2 --reopen 3600 \
+			>"$T/waves.$name.w$w" 2>>"$T/relay.log" &
+		eval "WV_$w=$!"
+		PIDS+=($!)
+		sleep 3 # the waves' pace is the load, not an event
+	done
+	wait "$dp" # bounded: timeout
+	stop_pid "$lp"
+	for w in $(seq "$WAVES"); do eval "stop_pid \$WV_$w"; done
+}
+
+# answered NAME: newcomers answered / opened, over every wave.
+waves_answered() {
+	local a=0 o=0 w l
+	for w in $(seq "$WAVES"); do
+		l=$(tail -n1 "$T/waves.$1.w$w")
+		a=$((a + $(kv answered "$l"))) o=$((o + $(kv opened "$l")))
+	done
+	echo "$a/$o"
+}
+
+# relay_waves AGENT_PORT AGENT_PID NGINX_PORT: 7e.
+relay_waves() {
+	local d n
+	say "7e. waves of idle newcomers beside a followed log: the agent, then nginx"
+	waves_run agent "$1"
+	waves_run nginx "$3"
+	section "7e. The front keeps what it carries (issue 33): a followed log (a line every 4 s) opened first; from 127.0.0.2 $WAVES waves of $WAVE_N newcomers, one every 3 s, each sending GET /1k, reading the answer and sitting idle (more than the 512 relay slots); a dashboard request (GET /1k, fresh connection) every 200 ms. nginx: 7b's reference front, worker_connections 8192"
+	row "measure" "agent" "nginx (1 wkr)" "" "target" ""
+	row "the followed log at the end" "$(cat "$T/waves.agent.log")" "$(cat "$T/waves.nginx.log")" "" "end=open" \
+		"$(yes_no grep -q end=open "$T/waves.agent.log")"
+	row "newcomers answered / opened" "$(waves_answered agent)" "$(waves_answered nginx)" "" "all" ""
+	d=$(cat "$T/waves.agent.dash") n=$(cat "$T/waves.nginx.dash")
+	row "dashboard requests answered" "$(kv ok "$d")/$(kv polls "$d")" "$(kv ok "$n")/$(kv polls "$n")" "" "100%" \
+		"$(yes_no test "$(kv ok "$d")" = "$(kv polls "$d")")"
+	row "dashboard p50 / p99 (ms)" "$(kv p50 "$d") / $(kv p99 "$d")" "$(kv p50 "$n") / $(kv p99 "$n")" "" "" ""
+}
+
+# relay_heads UPSTREAM_PORT: 7f, on an agent of its own (header_timeout 30 s,
+# so that the heads stay parked), Health polled with nothing parked, then
+# under 1000 parked heads.
+relay_heads() {
+	local pid port base under cpu0 cpu1 t0 t1 hd
+	agent heads "$T/relay.sock" --relay "127.0.0.1:$1" --header-timeout 30
+	pid=$AGENT_PID port=$PORT
+	wait_for 15 determined "$port"
+	say "7f. 1000 parked heads trickling: Health with nothing parked, then under them"
+	timeout --foreground 60 "${MEASURE[@]}" python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$port" \
+		--duration 20 --gap 50 --timeout 2 >"$T/heads.base" 2>&1
+	timeout 90 python3 tests/fakes/front_client.py "$port" heads 1000 32000 0.05 30 --from 127.0.0.3 \
+		>"$T/heads.client" 2>>"$T/relay.log" &
+	hd=$!
+	PIDS+=($hd)
+	sleep 5 # the heads connect and fill up: the load, not an event
+	cpu0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat") t0=$(date +%s%N)
+	timeout --foreground 60 "${MEASURE[@]}" python3 tests/fakes/gateway_poll.py --tcp "127.0.0.1:$port" \
+		--duration 20 --gap 50 --timeout 2 >"$T/heads.under" 2>&1
+	cpu1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat") t1=$(date +%s%N)
+	wait "$hd" # bounded: timeout
+	stop_pid "$pid"
+	base=$(cat "$T/heads.base") under=$(cat "$T/heads.under")
+	local pct
+	pct=$(awk -v c=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v ns=$((t1 - t0)) \
+		'BEGIN { printf "%.1f", 100 * c / hz / (ns / 1e9) }')
+	section "7f. Parked heads (issue 33): 1000 connections from 127.0.0.3, each a relay-bound head of 32000 bytes never ended, then a byte every 50 ms (header_timeout 30 s); gateway-style Health polls every 50 ms for 20 s, with nothing parked (reference, same agent, same run) and under the heads"
+	row "measure" "under heads" "nothing parked" "ratio" "target" ""
+	row "Health polls answered" "$(kv ok "$under")/$(kv polls "$under")" "$(kv ok "$base")/$(kv polls "$base")" "" "100%" \
+		"$(yes_no test "$(kv ok "$under")" = "$(kv polls "$under")")"
+	row "Health p50 / p99 (ms)" "$(kv p50 "$under") / $(kv p99 "$under")" "$(kv p50 "$base") / $(kv p99 "$base")" \
+		"$(ratio "$(kv p99 "$under")" "$(kv p99 "$base")")" "p99 < 20" "$(yes_no ge 20 "$(kv p99 "$under")")"
+	row "agent CPU under the heads (% of a core)" "$pct" "" "" "< 30" "$(yes_no ge 30 "$pct")"
+	row "the heads' client" "$(cat "$T/heads.client")" "" "" "" ""
 }

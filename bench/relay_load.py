@@ -4,8 +4,8 @@
 
   relay_load.py serve PORT
       a stand-in for the guest agent's /logs/<name>?follow=...: every
-      request is answered with a chunked stream, one line every 100 ms,
-      until the client goes; bench/run.sh's upstream nginx passes /logs/
+      request is answered with a chunked stream, one line every 100 ms
+      (every S seconds with every=S in the query), until the client goes; bench/run.sh's upstream nginx passes /logs/
       on to it.
   relay_load.py streams HOST:PORT N SECONDS
       opens N such streams (GET /logs/bench?follow=true, one connection
@@ -28,7 +28,11 @@ LINE_GAP = 0.1
 
 async def serve_one(reader, writer):
     try:
-        await reader.readuntil(b"\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        line = head.split(b"\r\n", 1)[0]
+        gap = LINE_GAP
+        if b"every=" in line:
+            gap = float(line.split(b"every=")[1].split(b" ")[0].split(b"&")[0])
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
         n = 0
@@ -37,7 +41,7 @@ async def serve_one(reader, writer):
             writer.write(b"%x\r\n%s\r\n" % (len(line), line))
             await writer.drain()
             n += 1
-            await asyncio.sleep(LINE_GAP)
+            await asyncio.sleep(gap)
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
         pass
     finally:
