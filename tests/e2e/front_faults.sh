@@ -8,6 +8,18 @@
 #     its gate slot freed once, so Health is answered again right after (freed
 #     twice, the free list pointed at itself and the listener was never
 #     armed again);
+#   - a copy of a relayed socket held by another process (as a child holds
+#     one between the nerdctl runner's fork and its exec; here taken with
+#     pidfd_getfd) must not send that socket's events to the slot's next
+#     owner: the socket leaves the epoll set before it is closed, and the
+#     copy's reset cannot reset an innocent link;
+#   - a client that resets right after its head was routed costs the guest
+#     agent no connect (abandoned);
+#   - TCP urgent data is relayed, as urgent data, not left stalling its
+#     direction at the mark until the idle limit;
+#   - under ulimit -n 4096, with every relay slot holding both its pipes and
+#     the queue for a slot full, the fds the relay may hold leave Health's
+#     room whole: a Health poll is still accepted and answered.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/netns.sh
@@ -15,6 +27,12 @@ cd "$(dirname "$0")/../.."
 . tests/lib/relay.sh
 . tests/lib/front.sh
 command -v cc >/dev/null || skip_all "no C compiler for the epoll_ctl shim"
+FC=tests/fakes/front_client.py
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# pass_time MS: at least MS have gone by (a rule about time: KEEP_SETTLE_MS).
+pass_time() { local end=$(($(now_ms) + $1)); wait_for 30 eval '[ "$(now_ms)" -ge "$end" ]'; }
+# conn_gone PORT: no connection with local or remote port PORT is left.
+conn_gone() { [ -z "$(ss -Htan "( sport = :$1 or dport = :$1 )")" ]; }
 
 health() { curl -s --max-time 20 -X POST "http://127.0.0.1:$1/prpc/v1/Health?json" -d '{}'; }
 
@@ -40,4 +58,116 @@ done
 is "$answered" 20 "then every Health poll is answered again (20 of 20): each slot was freed once"
 kill -0 "$M_PID"
 ok $? "...and the agent is still running"
+
+stand_in S || { echo "not ok - no stand-in S"; exit 1; }
+
+# --- a copy of a closed socket sends no event to the slot's next owner --------------------
+# One relay slot. A holds it (answered, then idle); another process takes a
+# copy of the agent's fd for A's socket. B comes, and A is evicted: the
+# agent closes its fd, but the copy keeps the socket open. Then A resets:
+# the reset arrives on the agent's old socket. Had it stayed in the relay's
+# epoll set, its event would reach B's link (now in A's slot), whose
+# socket has no error of its own, and B would be reset for A's failure.
+if command -v ss >/dev/null && python3 -c 'import os; os.pidfd_open' 2>/dev/null; then
+	agent X "$(slots_limit 1)" --relay "127.0.0.1:$S" || { echo "not ok - agent X did not start"; exit 1; }
+	piped CA python3 "$FC" "$X" idle /small
+	read -r a_said a_port <<<"$(line CA 1)"
+	is "$a_said" answered "A is relayed and answered"
+	piped GRAB python3 "$FC" grab "$X_PID" "$X" "$a_port"
+	grabbed=$(line GRAB 1)
+	like "$grabbed" '^held [0-9]+$' "another process holds a copy of the agent's fd for A's socket ($grabbed)"
+	pass_time 300
+	before=$(counts X)
+	piped CB python3 "$FC" "$X" idle /small
+	read -r b_said b_port <<<"$(line CB 1)"
+	is "$b_said" answered "B is relayed and answered: A evicted for it"
+	exec {CA_IN}>&-
+	reap 30 "$CA_PID"
+	# A's reset has reached the agent's old socket (held open by the copy).
+	wait_for 30 conn_gone "$a_port"
+	echo again >&"$CB_IN"
+	b_again=$(line CB 2)
+	is "$b_again" answered "then A resets: B's connection is untouched, its next request answered"
+	is "$(moved X "$before")" "total+1 evicted+1" "/status: B's connect and A's eviction, no reset"
+	exec {GRAB_IN}>&- {CB_IN}>&-
+	reap 30 "$GRAB_PID"
+	reap 30 "$CB_PID"
+else
+	for i in 1 2 3 4 5; do ok 0 "# SKIP needs ss and pidfd_getfd (Python 3.9, Linux 5.6)"; done
+fi
+
+# --- a client that resets right after its head was routed ---------------------------------
+# The relay thread is held still (ptrace) while a client sends a whole head
+# and resets; let go, its first event about that client is the reset, and
+# no connect to the guest agent is begun for it.
+agent R - --relay "127.0.0.1:$S" || { echo "not ok - agent R did not start"; exit 1; }
+piped STOPR python3 tests/lib/thread_stop.py "$R_PID" healthd-relay
+stopped=$(line STOPR 1)
+if [ "$stopped" = stopped ]; then
+	before=$(counts R)
+	python3 "$FC" "$R" resetafter /small
+	# The reset has arrived: the agent's side of it is gone.
+	wait_for 30 eval '[ -z "$(ss -Htn state established "( sport = :$R )")" ]'
+	exec {STOPR_IN}>&-
+	reap 30 "$STOPR_PID"
+	wait_for 30 eval '[ "$(relay_field R abandoned)" -ge 1 ]'
+	is "$(moved R "$before")" "abandoned+1" \
+		"a client reset right after its head was routed: counted as abandoned, no connect begun"
+else
+	diag "thread_stop: ${stopped:-nothing}"
+	ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"
+fi
+
+# --- urgent data ----------------------------------------------------------------------------
+# A body of 6 bytes sent as "abc", an urgent "X" (MSG_OOB), "def". The
+# stand-in reads without SO_OOBINLINE, as Rocket does, so "abcdef" is what
+# it gets when the urgent byte is passed on as urgent; a relay that stalled
+# at the urgent mark would never pass on "def".
+before=$(counts R)
+out=$(timeout 60 python3 "$FC" "$R" urgent)
+is "$out" "abcdef" "urgent data in a request body: relayed, the urgent byte as urgent (the stand-in echoed '$out')"
+is "$(moved R "$before")" "total+1" "/status: one connect, nothing else"
+
+# --- the fd budget: ulimit -n 4096, every slot holding both pipes, the queue full ---------
+# Socket buffers made small in the namespace, so that hundreds of links
+# with both directions stuck cost megabytes, not gigabytes. Every slot
+# POSTs /sink: the stand-in sends 4 MiB and reads nothing, the client sends
+# forever and reads nothing, so each link holds both its sockets and both
+# its pipes (6 fds). Then the relay thread is held still, as many newcomers
+# as the queue has places wait in it, and 900 connections that never end
+# their first line are parked in the gate (header_timeout 60 s). A Health
+# poll must still be accepted and answered: the relay's slots and queue
+# were sized from the fd limit with every fd they may hold counted.
+if [ -n "$NETNS" ] && command -v prlimit >/dev/null; then
+	sysctl -qw net.ipv4.tcp_rmem="4096 16384 65536" net.ipv4.tcp_wmem="4096 16384 65536"
+	stand_in K || { echo "not ok - no stand-in K"; exit 1; }
+	HT=60 agent F 4096 --relay "127.0.0.1:$K" || { echo "not ok - agent F did not start"; exit 1; }
+	slots=$(relay_field F slots) queue=$(relay_field F queue)
+	[ $((slots * 6 + queue + 16 + 1024 + 128)) -le 4096 ] && [ "$slots" -gt 0 ] && [ "$queue" -gt 0 ]
+	ok $? "ulimit -n 4096: $slots slots, $queue places in the queue, all of it within the limit with Health's room"
+	piped SINK python3 "$FC" "$F" sink "$slots"
+	sunk=$(line SINK 1 200)
+	pipes() { ls -l "/proc/$F_PID/fd" 2>/dev/null | grep -c 'pipe:'; }
+	wait_for 180 eval '[ "$(pipes)" -ge $((slots * 4)) ]'
+	ok $? "every slot holds both its pipes (${sunk:-?}; $(pipes) pipe fds for $slots slots)"
+	piped STOPF python3 tests/lib/thread_stop.py "$F_PID" healthd-relay
+	stopped=$(line STOPF 1)
+	fds() { ls "/proc/$F_PID/fd" | wc -l; }
+	base=$(fds)
+	bg_client QF "$F" hold "$queue" /small --from 127.0.0.7 --reopen 3600
+	wait_for 60 eval '[ "$(fds)" -ge $((base + queue)) ]'
+	ok $? "the queue full: $queue newcomers wait ($(fds) fds open)"
+	bg_client PF "$F" hold 900 /logs/w --from 127.0.0.8 --partial --reopen 3600
+	wait_for 60 eval '[ "$(fds)" -ge $((base + queue + 900)) ]'
+	diag "fds open: $(fds) of 4096"
+	like "$(curl -s --max-time 20 -X POST "http://127.0.0.1:$F/prpc/v1/Health?json" -d '{}')" \
+		'"healthy":true' "...and 900 parked heads: a Health poll is still accepted and answered"
+	exec {STOPF_IN}>&- {SINK_IN}>&-
+	reap 30 "$STOPF_PID"
+	reap 60 "$SINK_PID"
+	bg_end QF
+	bg_end PF
+else
+	for i in 1 2 3 4; do ok 0 "# SKIP the fd budget needs a private network namespace and prlimit"; done
+fi
 done_testing

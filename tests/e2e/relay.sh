@@ -206,8 +206,9 @@ is "$(grep -c 'reachable again' "$T/A.log")" 1 "the recovery is logged once"
 
 # --- relay slots full -----------------------------------------------------------
 # An fd limit that leaves room for Health's 1024 slots (and the gate's 128
-# spare) and two relayed connections of 6 fds each.
-(ulimit -n $((1024 + 64 + 64 + 2 * 6)) && exec "$BIN" --listen 127.0.0.1:0 \
+# spare), the relay's pipe pool (16) and two relayed connections of 6 fds
+# each, with a place each in the queue for a slot (rpc/relay.h).
+(ulimit -n $((1024 + 64 + 64 + 16 + 2 * 7)) && exec "$BIN" --listen 127.0.0.1:0 \
 	--compose-file "$T/app.json" --relay "127.0.0.1:$GP" --control-socket "$T/ctlF.sock" \
 	2>"$T/F.log") &
 F_PID=$!

@@ -69,8 +69,14 @@ done
 for i in 1 2 3 4 5 6 7 8; do eval "reap 60 \$BURST_$i"; done
 wait_for 10 relay_is L open 0
 ok $? "...and the slot is back at once, with no other traffic (/status: open $(relay_field L open))"
-is "$(cat "$T"/burst.* | cut -d' ' -f1 | sort | uniq -c | awk '{ printf "%s x%s ", $2, $1 }')" \
-	"502 x1 503 x7 " "a burst of 8 against a guest agent that accepts nothing: 1 x 502 (connect timeout), 7 x 503 (the slot busy)"
+# The one slot connects for 1 s and gets 502; a newcomer that waits in the
+# queue's one place meanwhile may take the slot after it (and get 502 too)
+# or be refused when its own second of waiting ends first: which one, is the
+# machine's timing. Every one is answered, 502 or 503.
+n502=$(cat "$T"/burst.* | cut -d' ' -f1 | grep -c '^502$')
+n503=$(cat "$T"/burst.* | cut -d' ' -f1 | grep -c '^503$')
+[ "$n502" -ge 1 ] && [ "$n502" -le 2 ] && [ $((n502 + n503)) -eq 8 ]
+ok $? "a burst of 8 against a guest agent that accepts nothing: $n502 x 502 (connect timeout), $n503 x 503 (the slot connecting)"
 exec {FILL}>&-
 rm -f "$T/hold"
 wait_for 20 accepted "$H"
@@ -78,8 +84,16 @@ codes=
 for i in $(seq 20); do codes+="$(code "$L" /small | cut -d' ' -f1) "; done
 is "$codes" "$(printf '200 %.0s' $(seq 20))" \
 	"then 20 requests in a row, with no other traffic: every one relayed (the slot not left taken by the burst)"
-is "$(moved L '') $(relay_field L open)" "total+21 refused_full+7 unreachable+1 0" \
-	"/status: 21 connects begun, unreachable 1, refused_full 7 (the slot connecting, none to evict), nothing else; open 0"
+# The queue has one place (for one slot): a newcomer waits in it only while
+# the relay thread looks, and is refused there (refused_full) or, finding
+# the place taken, by the gate (refused_queue): how the 7 split is the
+# machine's timing, their sum is the rule.
+out=$(moved L '')
+refused=$(($(echo "$out" | sed -n 's/.*refused_full+\([0-9]*\).*/\1/p') + 0$(echo "$out" | sed -n 's/.*refused_queue+\([0-9]*\).*/+\1/p')))
+is "$(echo "$out" | sed 's/ refused_full+[0-9]*//; s/ refused_queue+[0-9]*//') refused=$refused $(relay_field L open)" \
+	"total+$((20 + n502)) unreachable+$n502 refused=$n503 0" \
+	"/status: $((20 + n502)) connects begun, unreachable $n502, $n503 refused (no slot, none to evict: refused_full; or the queue full: refused_queue), nothing else; open 0 ($out)"
+is "$(relay_field L queue)" "1" "/status: one place in the queue for one slot"
 
 # --- a low fd limit, and HEAD's 502 -------------------------------------------------
 # A guest agent that is not there: every relayed connection gets 502.
@@ -189,42 +203,47 @@ bg_end LINES
 diag "idle: $(tail -n1 "$T/IDLE.out"); lines: $(tail -n1 "$T/LINES.out")"
 ev=$(relay_field A evicted)
 [ "$ev" -ge 10 ]
-ok $? "/status: evicted counts the slots taken from the quietest ($ev)"
+ok $? "/status: evicted counts the slots taken from idle links ($ev)"
 
-# --- eviction and the busy rule, one by one --------------------------------------------
-# Two slots. Two kept-alive connections, quiet for over a second: a third
-# takes the slot of the quieter one, which is reset. Two streams that move
-# bytes (a line every 100 ms) and have lived over a second: a third is
-# answered 503.
-# pass_time MS: the rule under test is about time gone by (RELAY_BUSY_MS, 1 s);
-# this waits at least that long, and no pass depends on it being short.
+# --- eviction and the keep rules, one by one ------------------------------------------
+# Two slots. Two kept-alive connections, each answered once and quiet since:
+# a third takes the slot of the younger one, which is reset, and the older
+# is kept (idle links go youngest first, rpc/keep.h). Two streams (a line
+# every 100 ms): a third is answered 503, and /status says both slots were
+# kept as streams.
+# pass_time MS: the rule under test is about time gone by (KEEP_SETTLE_MS,
+# 100 ms); this waits at least that long, and no pass depends on it being short.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 pass_time() { local end=$(($(now_ms) + $1)); wait_for 30 eval '[ "$(now_ms)" -ge "$end" ]'; }
 stand_in S || { echo "not ok - no stand-in S"; exit 1; }
 agent E "$(slots_limit 2)" --relay "127.0.0.1:$S" || { echo "not ok - agent E did not start"; exit 1; }
-python3 "$CL" "$E" ending /small keep >"$T/Q1.out" &
-Q1_PID=$!
-PIDS+=($Q1_PID)
-wait_for 20 relay_is E open 1
-bg_client Q2 "$E" hold 1 /small --reopen 3600
-wait_for 20 relay_is E open 2 && wait_for 20 grep -q opened= "$T/Q2.out"
-pass_time 1200
-is "$(code "$E" /small | cut -d' ' -f1)" 200 "two quiet slots of two: a newcomer is relayed"
-reap 40 "$Q1_PID"
-like "$(cat "$T/Q1.out")" '^reset ' "...and the quieter one (the first) is reset, not closed ($(cat "$T/Q1.out"))"
+bg_client Q1 "$E" hold 1 /small --reopen 3600
+wait_for 20 relay_is E open 1 && wait_for 20 grep -q answered= "$T/Q1.out"
+python3 "$CL" "$E" ending /small keep >"$T/Q2.out" &
+Q2_PID=$!
+PIDS+=($Q2_PID)
+wait_for 20 relay_is E open 2
+pass_time 300
+is "$(code "$E" /small | cut -d' ' -f1)" 200 "two idle slots of two: a newcomer is relayed"
+reap 40 "$Q2_PID"
+like "$(cat "$T/Q2.out")" '^reset ' "...and the younger one (the second) is reset, not closed ($(cat "$T/Q2.out"))"
+bg_end Q1
+like "$(cat "$T/Q1.out")" 'reset=0' "...and the older one is kept ($(cat "$T/Q1.out"))"
 is "$(moved E '')" "total+3 evicted+1" "/status: evicted 1, nothing else"
-bg_end Q2
 wait_for 20 relay_is E open 0
 for i in 1 2; do
-	curl -sN --max-time 60 "http://127.0.0.1:$E/logs/s$i" >"$T/s$i.out" 2>/dev/null &
+	curl -sN --max-time 60 "http://127.0.0.1:$E/logs/s$i?every=0.3" >"$T/s$i.out" 2>/dev/null &
 	PIDS+=($!)
 done
-# Both streams have lived more than a second (10 lines each).
-wait_for 30 sh -c "[ \$(grep -c '^line' '$T/s1.out') -ge 12 ] && [ \$(grep -c '^line' '$T/s2.out') -ge 12 ]"
-is "$(code "$E" /small | cut -d' ' -f1)" 503 "two busy slots of two: a newcomer is answered 503"
+# Both are streams: the guest agent has spoken again, unasked, after a pause.
+wait_for 30 sh -c "[ \$(grep -c '^line' '$T/s1.out') -ge 3 ] && [ \$(grep -c '^line' '$T/s2.out') -ge 3 ]"
+is "$(code "$E" /small | cut -d' ' -f1)" 503 "two streams in two slots: a newcomer is answered 503"
 is "$(moved E '')" "total+5 refused_full+1 evicted+1" "/status: refused_full 1, evicted still 1, nothing else"
-like "$(grep 'every slot moved bytes' "$T/E.log")" 'warning: relay: every slot moved bytes' \
-	"the first 503 of a run is logged at warning"
+is "$(relay_field E kept_streams) $(relay_field E kept_moving) $(relay_field E kept_awaiting)" \
+	"2 0 0" "/status: at that refusal, both slots were kept as streams"
+like "$(grep 'no slot can be taken' "$T/E.log")" \
+	'warning: relay: no slot can be taken \(0 moving bytes, 0 awaiting an answer, 2 streams, 0 connecting\)' \
+	"the first 503 of a run is logged at warning, with what kept the slots"
 
 # --- the idle limit -------------------------------------------------------------------
 agent I - --relay "127.0.0.1:$S" --relay-idle-timeout 2 || { echo "not ok - agent I did not start"; exit 1; }
@@ -288,12 +307,12 @@ else
 fi
 
 # --- the gate's queue for the relay full: a cause of its own ---------------------------
-# Two slots, both held by quiet connections that a newcomer could evict. The
-# relay thread is stopped (ptrace, that thread alone): the gate takes 514
-# newcomers, queues 512 of them for the relay thread and answers the other 2
-# 503 at once (refused_queue: not refused_full, since no slot was busy). The
-# relay thread let go, the first two queued evict the quiet ones and the
-# other 510 find two links still connecting, none to evict (refused_full).
+# Two slots, both held by quiet connections that a newcomer could evict, and
+# a queue of two (the fd limit fits a place for each slot, relay_budget).
+# The relay thread is stopped (ptrace, that thread alone): the gate takes 4
+# newcomers, queues 2 of them for the relay thread and answers the other 2
+# 503 at once (refused_queue: not refused_full, since no slot was kept). The
+# relay thread let go, the two queued evict the quiet ones.
 agent Z "$(slots_limit 2)" --relay "127.0.0.1:$S" || { echo "not ok - agent Z did not start"; exit 1; }
 bg_client QZ "$Z" hold 2 /small --reopen 3600
 wait_for 20 grep -q answered= "$T/QZ.out"
@@ -302,15 +321,15 @@ PIDS+=("$STOPR_PID")
 read -r -t 30 stopped <&"${STOPR[0]}"
 if [ "$stopped" = stopped ]; then
 	before=$(counts Z)
-	bg_client NZ "$Z" hold 514 /small --from 127.0.0.6 --reopen 3600
+	bg_client NZ "$Z" hold 4 /small --from 127.0.0.6 --reopen 3600
 	wait_for 60 eval '[ "$(relay_field Z refused_queue)" -ge 2 ]'
-	is "$(moved Z "$before")" "refused_queue+2" \
-		"the relay thread stopped, 514 newcomers: 512 queued, 2 answered 503 at once, counted as refused_queue alone"
+	is "$(moved Z "$before") $(relay_field Z queue)" "refused_queue+2 2" \
+		"the relay thread stopped, 4 newcomers: 2 queued, 2 answered 503 at once, counted as refused_queue alone"
 	exec {STOPR[1]}>&-
 	reap 30 "$STOPR_PID"
-	wait_for 60 moved_is Z "$before" "total+2 refused_full+510 refused_queue+2 evicted+2"
-	is "$(moved Z "$before")" "total+2 refused_full+510 refused_queue+2 evicted+2" \
-		"...let go: 2 of the queue evict the quiet ones, 510 find none to evict (refused_full)"
+	wait_for 60 moved_is Z "$before" "total+2 refused_queue+2 evicted+2"
+	is "$(moved Z "$before")" "total+2 refused_queue+2 evicted+2" \
+		"...let go: the 2 queued evict the quiet ones"
 	bg_end NZ
 else
 	diag "thread_stop: ${stopped:-nothing}"

@@ -9,8 +9,15 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
   GET  /                 1 MiB of random bytes, the same until a restart (sha256 in
                          /page.sha256, so a test compares without a copy)
   GET  /page.sha256      that sha256, hex
-  GET  /logs/NAME        chunked, "line N" every 100 ms until the client
-                         goes (a followed container log)
+  GET  /logs/NAME[?every=S]  chunked, "line N" every 100 ms (every S
+                         seconds) until the client goes (a followed container log)
+  GET  /ws               "101 Switching Protocols", then every byte read is
+                         sent back as it comes (a WebSocket's pings and pongs,
+                         unparsed), with no keep-alive deadline, until the
+                         client goes
+  POST /sink             answers a 4 MiB body at once without reading the
+                         request body, then waits for the client to go (both
+                         directions of a relayed connection held full)
   POST /prpc/Info?json   {"app_id":"stand-in","n":N} with keep-alive (N counts
                          the requests on this connection)
   GET  /prpc/v1/Version  {"version":"stand-in"}
@@ -93,6 +100,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, b'{"version":"stand-in"}', "application/json")
         elif path.startswith("/logs/"):
             self.logs()
+        elif path == "/ws":
+            self.ws()
         elif path == "/closing":
             self.closing()
         elif path == "/reset":
@@ -137,7 +146,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.connection.close()
         self.close_connection = True
 
+    def ws(self):
+        self.connection.settimeout(None)
+        self.connection.sendall(b"HTTP/1.1 101 Switching Protocols\r\nServer: stand-in\r\n"
+                                b"Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        self.close_connection = True
+        try:
+            while True:
+                b = self.connection.recv(65536)
+                if not b:
+                    break
+                self.connection.sendall(b)
+        except OSError:
+            pass
+
+    def sink(self):
+        self.close_connection = True
+        try:
+            self.connection.sendall(b"HTTP/1.1 200 OK\r\nServer: stand-in\r\nContent-Length: %d"
+                                    b"\r\n\r\n" % (4 << 20) + b"s" * (4 << 20))
+        except OSError:
+            pass
+
     def logs(self):
+        every = 0.1
+        query = self.path.partition("?")[2]
+        if query.startswith("every="):
+            every = float(query[len("every="):])
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
@@ -150,7 +185,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 self.wfile.flush()
                 n += 1
-                time.sleep(0.1)
+                time.sleep(every)
         except OSError:
             pass
 
@@ -178,6 +213,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         if path == "/upload":
             return self.upload(query)
+        if path == "/sink":
+            return self.sink()
         data = self.body()
         self.calls += 1
         if path == "/prpc/Info":

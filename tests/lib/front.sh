@@ -7,7 +7,7 @@
 stand_in() {
 	local name=$1
 	shift
-	python3 "$GA" --listen 127.0.0.1:0 --ready "$T/$name.port" "$@" 2>>"$T/$name.log" &
+	unpiped exec python3 "$GA" --listen 127.0.0.1:0 --ready "$T/$name.port" "$@" 2>>"$T/$name.log" &
 	PIDS+=($!)
 	eval "${name}_PID=$!"
 	wait_for 60 test -s "$T/$name.port" || { sed 's/^/# stand-in: /' "$T/$name.log"; return 1; }
@@ -21,7 +21,7 @@ agent() {
 	shift 2
 	(
 		[ "$fds" = - ] || ulimit -n "$fds"
-		exec "$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" \
+		unpiped exec "$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" \
 			--header-timeout "$HT" --control-socket "$T/$name.sock" "$@"
 	) 2>"$T/$name.log" &
 	PIDS+=($!)
@@ -29,9 +29,11 @@ agent() {
 	wait_for 20 grep -q 'serving on 127.0.0.1:' "$T/$name.log" || return 1
 	eval "$name=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.log" | head -n1)"
 }
-# An fd limit that leaves the relay N slots: Health's 1024 and the gate's
-# 128 spare first (rpc/gate.c), then 6 fds a relayed connection.
-slots_limit() { echo $((1024 + 64 + 64 + $1 * 6)); }
+# An fd limit that leaves the relay N slots (N up to 512): Health's 1024
+# and the gate's 128 spare first (rpc/gate.c), the relay's pipe pool (16),
+# then 6 fds a relayed connection and one for a place in the queue for a
+# slot (relay_budget).
+slots_limit() { echo $((1024 + 64 + 64 + 16 + $1 * 7)); }
 ctl() { curl -s --max-time 20 --unix-socket "$T/$1.sock" "http://x/$2"; }
 # relay_field AGENT KEY: /status's relay.KEY
 relay_field() {
@@ -41,13 +43,14 @@ relay_field() {
 # which runs its command again each time).
 relay_is() { [ "$(relay_field "$1" "$2")" = "$3" ]; }
 # counts AGENT: every counter /status has, "KEY=N" a line: the relay's
-# (not its gauges) and the listener's, as listener_KEY.
+# (not its gauges: slots, queue, open, kept_*) and the listener's, as
+# listener_KEY.
 counts() {
 	ctl "$1" status | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 for k, v in d["relay"].items():
-    if k not in ("address", "slots", "open"):
+    if k not in ("address", "slots", "queue", "open") and not k.startswith("kept_"):
         print("%s=%s" % (k, v))
 for k, v in d["listener"].items():
     print("listener_%s=%s" % (k, v))'
@@ -77,7 +80,7 @@ upstream_conns() { ss -Htn "( dport = :$1 )" | grep -vc TIME-WAIT; }
 bg_client() {
 	local name=$1
 	shift
-	python3 "$CL" "$@" >"$T/$name.out" 2>>"$T/$name.err" &
+	unpiped exec python3 "$CL" "$@" >"$T/$name.out" 2>>"$T/$name.err" &
 	PIDS+=($!)
 	eval "${name}_PID=$!"
 }
@@ -86,4 +89,33 @@ bg_end() {
 	eval "pid=\$${1}_PID"
 	kill -TERM "$pid"
 	reap 60 "$pid"
+}
+# unpiped CMD...: CMD without the write ends of piped's pipes, so that a
+# background process never holds another one's input open.
+unpiped() {
+	local f
+	for f in $PIPED_FDS; do eval "exec $f>&-"; done
+	"$@"
+}
+# piped NAME CMD...: CMD in the background with its standard input a pipe
+# held open here (its fd in NAME_IN; `exec {NAME_IN}>&-` ends the input),
+# its output in $T/NAME.out and its pid in NAME_PID. Bash keeps one coproc
+# at a time; this keeps as many as a test needs.
+PIPED_FDS=
+piped() {
+	local name=$1 fd
+	shift
+	mkfifo "$T/$name.in"
+	unpiped exec "$@" <"$T/$name.in" >"$T/$name.out" 2>>"$T/$name.err" &
+	PIDS+=($!)
+	eval "${name}_PID=$!"
+	exec {fd}>"$T/$name.in"
+	eval "${name}_IN=$fd"
+	PIPED_FDS="$PIPED_FDS $fd"
+}
+# line NAME N [SECONDS]: line N of NAME's output, once it has come (within
+# SECONDS, 60 by default).
+line() {
+	wait_for "${3:-60}" eval "[ \"\$(wc -l <'$T/$1.out')\" -ge $2 ]"
+	sed -n "$2p" "$T/$1.out"
 }
