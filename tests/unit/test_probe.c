@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "probe/probe.h"
 #include "runtime/container.h"
 #include "runtime/inspect.h"
-#include "runtime/probe.h"
+#include "runtime/probes.h"
 #include "tests/lib/tap.h"
 
 /* Go's time.ParseDuration, case by case as Go answers it. */

@@ -4,7 +4,7 @@
  * dstack.healthd.* labels into a spec, the answer of one probe into a
  * result, and a run of results into a status, exactly as Docker judges a
  * healthcheck (moby daemon/health.go, handleProbeResult) with Kubernetes'
- * successThreshold on top. The sockets are runtime/prober.c's. */
+ * successThreshold on top. The sockets are probe/prober.c's. */
 #ifndef HEALTHD_PROBE_H
 #define HEALTHD_PROBE_H
 
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/http_parse.h"
+#include "base/http_parse.h"
 
 /* The label names are fixed: apps and tools rely on them. */
 #define PROBE_LABEL "dstack.healthd.probe"
@@ -127,8 +127,8 @@ void probe_state_text(const struct probe_state *s, char *buf, size_t n);
 void probe_last_text(const struct probe_state *s, char *buf, size_t n);
 
 /* What a container's probe is, for the judge and the operator's view:
- * filled from its labels and addresses (probe_prepare), then from the
- * prober (prober_sync). */
+ * filled from its labels and addresses, then from the prober
+ * (runtime/probes.h). */
 struct container_probe {
 	bool usable;    /* spec parsed and an address found */
 	char why[160];  /* when !usable: the public reason */
@@ -138,17 +138,5 @@ struct container_probe {
 	bool probed;     /* the prober holds a state for it */
 	struct probe_state state;
 };
-
-struct container;
-/* Pure: c->probe from c's labels and addresses (c->probe NULL when it has
- * no probe label). The address is the container's own, as the runtime
- * gave it, and one the agent can reach from where it is: self is the
- * agent's own container when it runs in one of this runtime's and the
- * runtime names its networks (Docker), else NULL (the machine's stack).
- * Loopback for host networking, only when the agent has the machine's
- * stack; else the IPv4 address on the first network by name that has a
- * valid one and, from a sidecar, that the sidecar is on too. None is a
- * reason, not a guess. -ENOMEM. */
-int probe_prepare(struct container *c, const struct container *self);
 
 #endif

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own probes (issue 27): one thread, one epoll set, every
  * socket non-blocking with a deadline. Answers are judged by
- * runtime/probe.c (over runtime/http_parse.c's parser); TLS is mbedtls with
+ * probe/probe.c (over base/http_parse.c's parser); TLS is mbedtls with
  * no certificate check (Kubernetes' rule for HTTPS probes). */
-#include "runtime/prober.h"
+#include "probe/prober.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -80,35 +80,12 @@ struct prober {
 
 /* ---- Targets (the refresh thread's side) ---- */
 
-/* Docker keeps Running true while paused or restarting: only "running"
- * serves, and only a serving container is probed. */
-static bool serving(const struct container *c)
-{
-	return c->running && !c->paused && (!c->state || strcmp(c->state, "running") == 0);
-}
-
 static bool same_target(const struct target *a, const struct target *b)
 {
 	return strcmp(a->id, b->id) == 0 && a->started_ms == b->started_ms &&
 	       memcmp(&a->spec, &b->spec, sizeof(a->spec)) == 0 &&
 	       a->addr.sin_addr.s_addr == b->addr.sin_addr.s_addr &&
 	       a->addr.sin_port == b->addr.sin_port;
-}
-
-/* The target c's probe asks for, when it can run now. */
-static bool want(const struct container *c, struct target *t)
-{
-	const struct container_probe *p = c->probe;
-	if (!p || !p->usable || !serving(c) || c->oneoff || c->agent_self || !c->id ||
-	    strlen(c->id) >= sizeof(t->id))
-		return false;
-	memset(t, 0, sizeof(*t));
-	memcpy(t->id, c->id, strlen(c->id) + 1);
-	t->started_ms = c->started_at_ns / 1000000;
-	t->spec = p->spec;
-	t->addr.sin_family = AF_INET;
-	t->addr.sin_port = htons((uint16_t)p->spec.port);
-	return inet_pton(AF_INET, p->ip, &t->addr.sin_addr) == 1;
 }
 
 static void wake(struct prober *p)
@@ -120,39 +97,26 @@ static void wake(struct prober *p)
 	}
 }
 
-static int count_wanted(struct container_list *l, struct target **out, size_t *n)
+int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
+		struct probe_state *records)
 {
-	struct target *w = calloc(l->n ? l->n : 1, sizeof(*w));
+	if (n > PROBER_MAX_TARGETS)
+		return -E2BIG;
+	struct target *w = calloc(n ? n : 1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	size_t k = 0;
-	for (size_t i = 0; i < l->n; i++) {
-		struct container *c = &l->v[i];
-		if (k >= PROBER_MAX_TARGETS && want(c, &w[k])) {
-			c->probe->usable = false;
-			snprintf(c->probe->why, sizeof(c->probe->why),
-				 "probe: more than %d probed containers", PROBER_MAX_TARGETS);
-			continue;
+	for (size_t k = 0; k < n; k++) {
+		if (strlen(want[k].id) >= sizeof(w[k].id) ||
+		    inet_pton(AF_INET, want[k].ip, &w[k].addr.sin_addr) != 1) {
+			free(w);
+			return -EINVAL;
 		}
-		if (k < PROBER_MAX_TARGETS && want(c, &w[k]))
-			k++;
+		memcpy(w[k].id, want[k].id, strlen(want[k].id) + 1);
+		w[k].started_ms = want[k].started_ms;
+		w[k].spec = want[k].spec;
+		w[k].addr.sin_family = AF_INET;
+		w[k].addr.sin_port = htons((uint16_t)want[k].spec.port);
 	}
-	*out = w;
-	*n = k;
-	return 0;
-}
-
-int prober_sync(struct prober *p, struct container_list *l, const struct container *self)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (probe_prepare(&l->v[i], self) < 0)
-			return -ENOMEM;
-	if (!p)
-		return 0;
-	struct target *w;
-	size_t n;
-	if (count_wanted(l, &w, &n) < 0)
-		return -ENOMEM;
 	int64_t now = clock_mono_ms(), real = clock_real_ms();
 	pthread_mutex_lock(&p->lock);
 	for (size_t k = 0; k < n; k++) {
@@ -170,20 +134,12 @@ int prober_sync(struct prober *p, struct container_list *l, const struct contain
 			/* At once, not an interval later as Docker does. */
 			w[k].due = now;
 		}
+		/* The record as it is now, for the judge. */
+		records[k] = w[k].st;
 	}
 	free(p->t);
 	p->t = w;
 	p->n = n;
-	/* The records as they are now, into the containers judged. */
-	for (size_t i = 0; i < l->n; i++) {
-		struct container *c = &l->v[i];
-		for (size_t k = 0; c->probe && k < n; k++) {
-			if (!c->id || strcmp(c->id, w[k].id) != 0)
-				continue;
-			c->probe->state = w[k].st;
-			c->probe->probed = true;
-		}
-	}
 	pthread_mutex_unlock(&p->lock);
 	wake(p);
 	return 0;

@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself (issue 27): labels, answers and results.
  * Pure; docs/design.md §4 "Probes" says why each rule is what it is. */
-#include "runtime/probe.h"
+#include "probe/probe.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "runtime/container.h"
 
 /* Ranges a label may ask for, in ns; 0 is Docker's "the default" for every
  * one (moby daemon/health.go timeoutWithDefault, daemon/container.go
@@ -266,98 +264,6 @@ int probe_spec_parse(const struct probe_labels *l, struct probe_spec *s, char *w
 		r = count_label(l->success_threshold, PROBE_LABEL_SUCCESS_THRESHOLD, 1,
 				&s->success_threshold, why, n);
 	return r;
-}
-
-static bool is_mode(const struct container *c, const char *mode)
-{
-	return c->network_mode && strcmp(c->network_mode, mode) == 0;
-}
-
-/* The same network: by NetworkID when both have one, else by name. */
-static bool same_net(const struct container_net *a, const struct container_net *b)
-{
-	return *a->net_id && *b->net_id ? strcmp(a->net_id, b->net_id) == 0
-					: strcmp(a->name, b->name) == 0;
-}
-
-static bool on_net(const struct container *self, const struct container_net *n)
-{
-	for (size_t i = 0; i < self->n_nets; i++)
-		if (same_net(&self->nets[i], n))
-			return true;
-	return false;
-}
-
-/* The address to probe c at, from where the agent is (docs/design.md §4
- * "Probes"): self NULL or host-networked is the machine's own stack, which
- * reaches loopback and every bridge; a sidecar in a network of its own
- * reaches only the networks it is on (Docker isolates bridges from each
- * other), and its loopback is its own. -ENOENT with why filled. */
-static int address(const struct container *c, const struct container *self, const char **ip,
-		   char *why, size_t n)
-{
-	bool machine = !self || is_mode(self, "host");
-	/* A sidecar that joined another's stack (container:ID) has no
-	 * networks of its own to compare: the first address is tried. */
-	bool compare = !machine && !(self->network_mode &&
-				     strncmp(self->network_mode, "container:", 10) == 0);
-	bool any = false;
-	/* network_mode: host shares the machine's stack: its own address is
-	 * loopback. Docker's NetworkMode is the app's Compose setting, not a
-	 * label a service could forge. */
-	if (is_mode(c, "host")) {
-		if (machine) {
-			*ip = "127.0.0.1";
-			return 0;
-		}
-		snprintf(why, n, "probe: the container has network_mode host and the agent's own "
-				 "container does not: loopback there is the agent's own");
-		return -ENOENT;
-	}
-	/* The first by name whose address is valid: a bad one hides none. */
-	for (size_t i = 0; i < c->n_nets; i++) {
-		if (!c->nets[i].ipv4[0])
-			continue;
-		any = true;
-		if (!compare || on_net(self, &c->nets[i])) {
-			*ip = c->nets[i].ipv4;
-			return 0;
-		}
-	}
-	if (any) {
-		snprintf(why, n, "probe: the container is on no network the agent's own container "
-				 "is on");
-		return -ENOENT;
-	}
-	if (c->ipv4_primary[0] && !compare) {
-		*ip = c->ipv4_primary;
-		return 0;
-	}
-	snprintf(why, n, "probe: the container has no IPv4 address on its networks");
-	return -ENOENT;
-}
-
-int probe_prepare(struct container *c, const struct container *self)
-{
-	free(c->probe);
-	c->probe = NULL;
-	if (!c->probe_labels.probe)
-		return 0;
-	struct container_probe *p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	c->probe = p;
-	if (probe_spec_parse(&c->probe_labels, &p->spec, p->why, sizeof(p->why)) < 0)
-		return 0;
-	static const char *const scheme[] = { "http", "https", "tcp" };
-	const char *ip = NULL;
-	if (address(c, self, &ip, p->why, sizeof(p->why)) < 0)
-		return 0;
-	snprintf(p->ip, sizeof(p->ip), "%s", ip);
-	snprintf(p->target, sizeof(p->target), "%s://%s:%u", scheme[p->spec.kind], ip,
-		 p->spec.port);
-	p->usable = true;
-	return 0;
 }
 
 /* ---- Results ---- */
