@@ -215,7 +215,7 @@ static int probe_json(struct json_buf *b, const struct container *c)
 {
 	static const char *const st[] = { "starting", "healthy", "unhealthy" };
 	const struct container_probe *p = c->probe;
-	char last[64], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
+	char last[128], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
 	if (!p)
 		return json_buf_puts(b, "null");
 	int r = json_buf_puts(b, "{");
@@ -225,9 +225,10 @@ static int probe_json(struct json_buf *b, const struct container *c)
 		if (!r) r = put_str(b, "refused", p->why);
 		return r ? r : json_buf_puts(b, "}");
 	}
-	snprintf(target, sizeof(target), "%s%s", p->target,
+	bool grpc = p->spec.kind == PROBE_GRPC || p->spec.kind == PROBE_GRPCS;
+	snprintf(target, sizeof(target), "%s%s%s", p->target, grpc && p->spec.path[0] ? "/" : "",
 		 p->spec.kind == PROBE_TCP ? "" : p->spec.path);
-	probe_last_text(&p->state, last, sizeof(last));
+	probe_last_detail(&p->state, last, sizeof(last));
 	if (!r) r = json_buf_puts(b, ",");
 	if (!r) r = put_str(b, "target", target);
 	if (!r) r = view_printf(b, ",\"interval_ms\":%lld,\"timeout_ms\":%lld,"

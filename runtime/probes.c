@@ -90,7 +90,7 @@ int probe_prepare(struct container *c, const struct container *self)
 	c->probe = p;
 	if (probe_spec_parse(&c->probe_labels, &p->spec, p->why, sizeof(p->why)) < 0)
 		return 0;
-	static const char *const scheme[] = { "http", "https", "tcp" };
+	static const char *const scheme[] = { "http", "https", "tcp", "grpc", "grpcs" };
 	const char *ip = NULL;
 	if (address(c, self, &ip, p->why, sizeof(p->why)) < 0)
 		return 0;
