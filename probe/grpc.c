@@ -320,8 +320,11 @@ int grpc_answer_feed(struct grpc_answer *a, const char *buf, size_t len, enum pr
 {
 	const uint8_t *b = (const uint8_t *)buf;
 	*detail = 0;
-	if (len > GRPC_MAX_BYTES - a->bytes)
-		return decide(PROBE_BOUNDS, 0, res, detail);
+	/* The bytes within the bound are read first, so that what they decide
+	 * does not depend on how the reads were cut. */
+	bool over = len > GRPC_MAX_BYTES - a->bytes;
+	if (over)
+		len = GRPC_MAX_BYTES - a->bytes;
 	a->bytes += len;
 	while (len > 0) {
 		if (a->head_len < sizeof(a->head)) {
@@ -333,7 +336,7 @@ int grpc_answer_feed(struct grpc_answer *a, const char *buf, size_t len, enum pr
 			b += n;
 			len -= n;
 			if (a->head_len < sizeof(a->head))
-				return 0;
+				break;
 			if (frame_begin(a, res, detail))
 				return 1;
 		} else {
@@ -349,7 +352,7 @@ int grpc_answer_feed(struct grpc_answer *a, const char *buf, size_t len, enum pr
 		    frame_end(a, res, detail))
 			return 1;
 	}
-	return 0;
+	return over ? decide(PROBE_BOUNDS, 0, res, detail) : 0;
 }
 
 void grpc_answer_eof(struct grpc_answer *a, enum probe_result *res, int *detail)

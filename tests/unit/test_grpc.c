@@ -90,6 +90,8 @@ static const struct gcase cases[] = {
 	  PROBE_BOUNDS, 0 },
 	{ "PING without end", { S0, { PING, 0, 0, "12345678", 8, -1, 100 }, FIN }, PROBE_BOUNDS, 0 },
 	{ "64 KiB in few frames", { S0, { 0x20, 0, 0, NULL, 0, 16384, 4 }, FIN }, PROBE_BOUNDS, 0 },
+	{ "a pass, then 80 KiB more in the same read: the pass stands",
+	  { S0, HDR, SERVING_MSG, TRL, { 0x20, 0, 0, NULL, 0, 16384, 5 }, FIN }, PROBE_PASS, 0 },
 	{ "DATA before the headers", { S0, SERVING_MSG, FIN }, PROBE_GRPC_BAD, 0 },
 	{ "DATA on stream 3", { S0, HDR, F(DATA, 0, 3, MSG("\x01")), FIN }, PROBE_GRPC_BAD, 0 },
 	{ "the stream ended by DATA: no trailers",
