@@ -66,7 +66,7 @@ echo SERVING >"$T/st/app"
 $PY tests/fakes/grpc_health.py "$T/st" 50051 --ready "$T/grpc.ready" >"$T/grpc.log" 2>&1 &
 GRPC_PID=$!
 PIDS+=($GRPC_PID)
-wait_for 30 test -e "$T/grpc.ready"
+wait_for 90 test -e "$T/grpc.ready"
 ok $? "a real gRPC server (python3-grpcio) listens" || sed 's/^/# /' "$T/grpc.log"
 agent a 50051 1 'grpc://:{port}/app'
 wait_for 30 query_is a "$OK"
@@ -102,7 +102,7 @@ ok $? "a self-signed certificate for another name" || sed 's/^/# /' "$T/openssl.
 $PY tests/fakes/grpc_health.py "$T/st" 50061 --tls "$T/cert.pem" "$T/key.pem" \
 	--ready "$T/grpcs.ready" >"$T/grpcs.log" 2>&1 &
 PIDS+=($!)
-wait_for 30 test -e "$T/grpcs.ready"
+wait_for 90 test -e "$T/grpcs.ready"
 agent b 50061 1 'grpcs://:{port}/app'
 wait_for 30 query_is b "$OK"
 is "$(query b)" "$OK" "grpcs:// over TLS with ALPN h2: healthy"
@@ -131,7 +131,7 @@ args=()
 for i in "${!modes[@]}"; do args+=("$((51000 + i))=${modes[$i]}"); done
 $PY tests/fakes/h2_peer.py "${args[@]}" --ready "$T/h2.ready" >"$T/h2.log" 2>&1 &
 PIDS+=($!)
-wait_for 30 test -e "$T/h2.ready"
+wait_for 90 test -e "$T/h2.ready"
 ok $? "the HTTP/2 peers listen" || sed 's/^/# /' "$T/h2.log"
 agent h 51000 "${#modes[@]}" 'grpc://:{port}/x'
 for i in "${!modes[@]}"; do
