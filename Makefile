@@ -90,10 +90,10 @@ LIBS = $(PKG_LIBS) $(LDLIBS)
 
 # Sorted, so that the objects are archived and linked in one order whatever
 # order the file system lists them in.
-PROTOS := $(sort $(wildcard rpc/*.proto))
-GEN_C := $(PROTOS:rpc/%.proto=$(BUILD)/gen/%.pb-c.c)
+PROTOS := $(sort $(wildcard rpc/*.proto probe/*.proto))
+GEN_C := $(addprefix $(BUILD)/gen/,$(notdir $(PROTOS:.proto=.pb-c.c)))
 GEN_H := $(GEN_C:.c=.h)
-LIB_SRCS := $(sort $(filter-out agent/main.c,$(wildcard base/*.c agent/*.c rpc/*.c runtime/*.c statusfile/*.c)))
+LIB_SRCS := $(sort $(filter-out agent/main.c,$(wildcard base/*.c agent/*.c probe/*.c rpc/*.c runtime/*.c statusfile/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_C:$(BUILD)/gen/%.c=$(BUILD)/obj/gen/%.o)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -109,6 +109,10 @@ asan:
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: rpc/%.proto $(BUILD)/config.mk
 	@mkdir -p $(BUILD)/gen
 	$(PROTOC_C) --c_out=$(BUILD)/gen -Irpc $<
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: probe/%.proto $(BUILD)/config.mk
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC_C) --c_out=$(BUILD)/gen -Iprobe $<
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/version.h"
+#include "probe/probe_view.h"
 
 static const char *const trigger_names[N_HISTORY_TRIGGERS] = { "timer", "event", "reload",
 								 "start", "drain", "resume" };
@@ -197,77 +198,25 @@ static void since_carry(const struct opview *v, struct opview_since *t, size_t n
 			t[i].since_ms = v->since[k].since_ms;
 }
 
-static int put_str(struct json_buf *b, const char *key, const char *val)
-{
-	int r = view_printf(b, "\"%s\":", key);
-	return r ? r : val ? json_buf_string(b, val) : json_buf_puts(b, "null");
-}
-
-static int put_time(struct json_buf *b, const char *key, int64_t ms)
-{
-	int r = view_printf(b, "\"%s\":", key);
-	return r ? r : view_json_time(b, ms);
-}
-
-/* The agent's own probe of c (issue 27), for the operator: target, last
- * result and its reason, streaks, last change. null without one. */
-static int probe_json(struct json_buf *b, const struct container *c)
-{
-	static const char *const st[] = { "starting", "healthy", "unhealthy" };
-	const struct container_probe *p = c->probe;
-	char last[64], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
-	if (!p)
-		return json_buf_puts(b, "null");
-	int r = json_buf_puts(b, "{");
-	if (!r) r = put_str(b, "label", c->probe_labels.probe);
-	if (!r && !p->usable) {
-		r = json_buf_puts(b, ",");
-		if (!r) r = put_str(b, "refused", p->why);
-		return r ? r : json_buf_puts(b, "}");
-	}
-	snprintf(target, sizeof(target), "%s%s", p->target,
-		 p->spec.kind == PROBE_TCP ? "" : p->spec.path);
-	probe_last_text(&p->state, last, sizeof(last));
-	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "target", target);
-	if (!r) r = view_printf(b, ",\"interval_ms\":%lld,\"timeout_ms\":%lld,"
-				"\"start_period_ms\":%lld,\"retries\":%u,\"success_threshold\":%u,",
-				(long long)p->spec.interval_ms, (long long)p->spec.timeout_ms,
-				(long long)p->spec.start_period_ms, p->spec.retries,
-				p->spec.success_threshold);
-	if (!r) r = put_str(b, "status", p->probed ? st[p->state.status] : NULL);
-	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "last_result", p->state.runs ? probe_result_name(p->state.last) : NULL);
-	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "last_reason", p->state.runs ? last : NULL);
-	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_time(b, "last_time", p->state.last_ms);
-	if (!r) r = view_printf(b, ",\"failing_streak\":%u,\"passing_streak\":%u,\"runs\":%llu,",
-				p->state.failing_streak, p->state.passing_streak,
-				(unsigned long long)p->state.runs);
-	if (!r) r = put_time(b, "last_change", p->probed ? p->state.since_ms : 0);
-	return r ? r : json_buf_puts(b, "}");
-}
-
 static int container_json(struct json_buf *b, const struct container *c, const char *status,
 			  const char *skipped, int64_t since)
 {
 	int r = json_buf_puts(b, "{");
-	if (!r) r = put_str(b, "name", c->name);
+	if (!r) r = view_put_str(b, "name", c->name);
 	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "service", c->service);
+	if (!r) r = view_put_str(b, "service", c->service);
 	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "state", c->state);
+	if (!r) r = view_put_str(b, "state", c->state);
 	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "health", c->health && *c->health ? c->health : NULL);
+	if (!r) r = view_put_str(b, "health", c->health && *c->health ? c->health : NULL);
 	if (!r) r = view_printf(b, ",\"judged\":%s,", skipped ? "false" : "true");
-	if (!r) r = put_str(b, "skipped", skipped);
+	if (!r) r = view_put_str(b, "skipped", skipped);
 	if (!r) r = json_buf_puts(b, ",");
-	if (!r) r = put_str(b, "status", status);
+	if (!r) r = view_put_str(b, "status", status);
 	if (!r) r = view_printf(b, ",\"failing_streak\":%lld,", (long long)c->failing_streak);
-	if (!r) r = put_time(b, "since", since);
+	if (!r) r = view_put_time(b, "since", since);
 	if (!r) r = json_buf_puts(b, ",\"agent_probe\":");
-	if (!r) r = probe_json(b, c);
+	if (!r) r = probe_view_json(b, c->probe_labels.probe, c->probe);
 	if (!r) r = json_buf_puts(b, ",\"last_probe\":");
 	if (!r && !c->has_probe)
 		r = json_buf_puts(b, "null");
@@ -276,9 +225,9 @@ static int container_json(struct json_buf *b, const struct container *c, const c
 		const char *o = c->probe_output ? c->probe_output : "";
 		r = view_escape_output(&esc, o, strlen(o));
 		if (!r) r = view_printf(b, "{\"exit_code\":%lld,", (long long)c->probe_exit_code);
-		if (!r) r = put_time(b, "end", c->health_log_end_ns / 1000000);
+		if (!r) r = view_put_time(b, "end", c->health_log_end_ns / 1000000);
 		if (!r) r = json_buf_puts(b, ",");
-		if (!r) r = put_str(b, "output", esc.p ? esc.p : "");
+		if (!r) r = view_put_str(b, "output", esc.p ? esc.p : "");
 		if (!r) r = json_buf_puts(b, "}");
 		json_buf_free(&esc);
 	}
@@ -327,7 +276,7 @@ static int source_json(struct json_buf *b, const struct opview_refresh *r)
 	int e;
 	if (r->manifest_error) {
 		e = json_buf_puts(b, "{\"kind\":\"unusable\",");
-		if (!e) e = put_str(b, "why", r->manifest_error);
+		if (!e) e = view_put_str(b, "why", r->manifest_error);
 		return e ? e : json_buf_puts(b, "}");
 	}
 	enum source_kind k = source_kind(app);
@@ -335,25 +284,25 @@ static int source_json(struct json_buf *b, const struct opview_refresh *r)
 		return json_buf_puts(b, "{\"kind\":\"none\",\"why\":\"health_check is off\"}");
 	if (k == SOURCE_STATUS_FILE) {
 		e = json_buf_puts(b, "{\"kind\":\"status_file\",");
-		if (!e) e = put_str(b, "path", app->health_status_file);
+		if (!e) e = view_put_str(b, "path", app->health_status_file);
 		return e ? e : json_buf_puts(b, "}");
 	}
 	bool nerd = k == SOURCE_NERDCTL;
 	e = view_printf(b, "{\"kind\":\"%s\",", source_name(r));
 	if (!e && nerd) {
-		e = put_str(b, "nerdctl", r->cfg->nerdctl);
+		e = view_put_str(b, "nerdctl", r->cfg->nerdctl);
 		if (!e) e = json_buf_puts(b, ",");
-		if (!e) e = put_str(b, "namespace", d->nerdctl_namespace[0] ? d->nerdctl_namespace : NULL);
+		if (!e) e = view_put_str(b, "namespace", d->nerdctl_namespace[0] ? d->nerdctl_namespace : NULL);
 	} else if (!e) {
 		int av = d->containers.api_version;
-		e = put_str(b, "host", r->cfg->docker_host);
+		e = view_put_str(b, "host", r->cfg->docker_host);
 		if (!e && av)
 			e = view_printf(b, ",\"api_version\":\"%d.%d\"", av / 100, av % 100);
 		else if (!e)
 			e = json_buf_puts(b, ",\"api_version\":null");
 	}
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_str(b, "project", d->project[0] ? d->project : NULL);
+	if (!e) e = view_put_str(b, "project", d->project[0] ? d->project : NULL);
 	return e ? e : json_buf_puts(b, "}");
 }
 
@@ -365,15 +314,15 @@ static int statusfile_json(struct json_buf *b, const struct opview_refresh *r)
 	if (!s->read)
 		return json_buf_puts(b, "{\"read\":false}");
 	int e = view_printf(b, "{\"read\":true,\"age_s\":%lld,", (long long)(r->end_ms / 1000 - s->mtime));
-	if (!e) e = put_time(b, "modified", s->mtime * 1000);
+	if (!e) e = view_put_time(b, "modified", s->mtime * 1000);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_str(b, "state", s->word[0] ? s->word : NULL);
+	if (!e) e = view_put_str(b, "state", s->word[0] ? s->word : NULL);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_time(b, "timestamp", s->has_written ? s->written * 1000 : 0);
+	if (!e) e = view_put_time(b, "timestamp", s->has_written ? s->written * 1000 : 0);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_time(b, "app_start", s->start * 1000);
+	if (!e) e = view_put_time(b, "app_start", s->start * 1000);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_str(b, "app_start_from", s->start_from[0] ? s->start_from : NULL);
+	if (!e) e = view_put_str(b, "app_start_from", s->start_from[0] ? s->start_from : NULL);
 	return e ? e : json_buf_puts(b, "}");
 }
 
@@ -385,9 +334,9 @@ static int refresh_json(struct opview *v, struct json_buf *b, const struct opvie
 	if (due < r->end_ms)
 		due = r->end_ms + interval;
 	int e = json_buf_puts(b, "{");
-	if (!e) e = put_time(b, "last_start", v->last_start_ms);
+	if (!e) e = view_put_time(b, "last_start", v->last_start_ms);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_time(b, "last_end", v->last_end_ms);
+	if (!e) e = view_put_time(b, "last_end", v->last_end_ms);
 	if (!e) e = view_printf(b, ",\"last_duration_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,"
 				"\"failures_in_row\":%u,\"last_failure\":",
 				(double)v->last_duration_us / 1000,
@@ -396,27 +345,27 @@ static int refresh_json(struct opview *v, struct json_buf *b, const struct opvie
 				r->failures_in_row);
 	if (!e && v->last_failure_ms) {
 		e = json_buf_puts(b, "{");
-		if (!e) e = put_time(b, "time", v->last_failure_ms);
+		if (!e) e = view_put_time(b, "time", v->last_failure_ms);
 		if (!e) e = json_buf_puts(b, ",");
-		if (!e) e = put_str(b, "error", v->last_failure);
+		if (!e) e = view_put_str(b, "error", v->last_failure);
 		if (!e) e = json_buf_puts(b, "}");
 	} else if (!e) {
 		e = json_buf_puts(b, "null");
 	}
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_time(b, "next_due", due);
+	if (!e) e = view_put_time(b, "next_due", due);
 	if (!e) e = json_buf_puts(b, ",\"events\":");
 	if (!e && !r->watcher) {
 		e = json_buf_puts(b, "null");
 	} else if (!e) {
 		e = view_printf(b, "{\"connected\":%s,", ws.connected ? "true" : "false");
-		if (!e) e = put_time(b, "connected_since", ws.connected ? ws.connected_since_ms : 0);
+		if (!e) e = view_put_time(b, "connected_since", ws.connected ? ws.connected_since_ms : 0);
 		if (!e) e = view_printf(b, ",\"reconnects\":%llu,", (unsigned long long)ws.reconnects);
-		if (!e) e = put_time(b, "last_event_time", ws.last_event_ms);
+		if (!e) e = view_put_time(b, "last_event_time", ws.last_event_ms);
 		if (!e) e = json_buf_puts(b, ",");
-		if (!e) e = put_str(b, "last_event", ws.last_event[0] ? ws.last_event : NULL);
+		if (!e) e = view_put_str(b, "last_event", ws.last_event[0] ? ws.last_event : NULL);
 		if (!e) e = json_buf_puts(b, ",");
-		if (!e) e = put_str(b, "last_error", ws.last_error[0] ? ws.last_error : NULL);
+		if (!e) e = view_put_str(b, "last_error", ws.last_error[0] ? ws.last_error : NULL);
 		if (!e) e = json_buf_puts(b, "}");
 	}
 	return e ? e : json_buf_puts(b, "}");
@@ -430,9 +379,9 @@ static int history_json(struct opview *v, struct json_buf *b)
 		const struct opview_change *c =
 			&v->history[(v->history_next + OPVIEW_HISTORY - 1 - k) % OPVIEW_HISTORY];
 		e = json_buf_puts(b, k ? ",{" : "{");
-		if (!e) e = put_time(b, "time", c->time_ms);
+		if (!e) e = view_put_time(b, "time", c->time_ms);
 		if (!e) e = view_printf(b, ",\"healthy\":%s,", c->healthy ? "true" : "false");
-		if (!e) e = put_str(b, "summary", c->summary);
+		if (!e) e = view_put_str(b, "summary", c->summary);
 		if (!e) e = view_printf(b, ",\"trigger\":\"%s\"}", trigger_names[c->trigger]);
 	}
 	return e ? e : json_buf_puts(b, "]");
@@ -445,20 +394,20 @@ static int vfile_json(const struct opview *v, struct json_buf *b, const struct o
 	if (!*r->cfg->verdict_file)
 		return json_buf_puts(b, "null");
 	int e = json_buf_puts(b, "{");
-	if (!e) e = put_str(b, "path", r->cfg->verdict_file);
+	if (!e) e = view_put_str(b, "path", r->cfg->verdict_file);
 	if (!e) e = view_printf(b, ",\"writes\":%llu,\"failures\":%llu,\"failing\":%s,",
 				(unsigned long long)f->writes, (unsigned long long)f->failures,
 				f->failing ? "true" : "false");
-	if (!e) e = put_time(b, "last_write", f->last_write_ms);
+	if (!e) e = view_put_time(b, "last_write", f->last_write_ms);
 	if (!e) e = json_buf_puts(b, ",");
-	if (!e) e = put_str(b, "last_written", !f->writes ? NULL
+	if (!e) e = view_put_str(b, "last_written", !f->writes ? NULL
 					      : f->last_healthy ? "healthy" : "unhealthy");
 	if (!e) e = json_buf_puts(b, ",\"last_failure\":");
 	if (!e && f->last_failure_ms) {
 		e = json_buf_puts(b, "{");
-		if (!e) e = put_time(b, "time", f->last_failure_ms);
+		if (!e) e = view_put_time(b, "time", f->last_failure_ms);
 		if (!e) e = json_buf_puts(b, ",");
-		if (!e) e = put_str(b, "error", f->last_error);
+		if (!e) e = view_put_str(b, "error", f->last_error);
 		if (!e) e = json_buf_puts(b, "}");
 	} else if (!e) {
 		e = json_buf_puts(b, "null");

@@ -18,8 +18,8 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "probe/prober.h"
 #include "rpc/encode.h"
-#include "runtime/prober.h"
 #include "runtime/stops.h"
 
 struct refresher {

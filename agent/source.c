@@ -17,7 +17,7 @@
 #include "runtime/docker.h"
 #include "runtime/gap.h"
 #include "runtime/nerdctl.h"
-#include "runtime/prober.h"
+#include "runtime/probes.h"
 #include "runtime/runtimefile.h"
 #include "runtime/stops.h"
 #include "runtime/selfid.h"
@@ -283,7 +283,7 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 		stops_apply(stops, &l, mark);
 	/* The probes' latest records (issue 27), read, never waited for: the
 	 * prober runs on its own clock and kicks a refresh when one changes. */
-	if (r >= 0 && (r = prober_sync(probes, &l, probe_origin(app, &l, self))) < 0)
+	if (r >= 0 && (r = probes_sync(probes, &l, probe_origin(app, &l, self))) < 0)
 		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);

@@ -11,9 +11,9 @@
 #include "agent/config.h"
 #include "base/err.h"
 #include "base/verdict.h"
+#include "probe/probe.h"
 #include "runtime/container.h"
 #include "runtime/docker.h"
-#include "runtime/probe.h"
 #include "statusfile/statusfile.h"
 
 /* Where a usable app-compose.json says its health comes from. Decided here

@@ -235,3 +235,15 @@ int view_prom_histogram(struct json_buf *b, const char *name, const char *help,
 				(unsigned long long)cum, name, sum, name, (unsigned long long)cum);
 	return r;
 }
+
+int view_put_str(struct json_buf *b, const char *key, const char *val)
+{
+	int r = view_printf(b, "\"%s\":", key);
+	return r ? r : val ? json_buf_string(b, val) : json_buf_puts(b, "null");
+}
+
+int view_put_time(struct json_buf *b, const char *key, int64_t ms)
+{
+	int r = view_printf(b, "\"%s\":", key);
+	return r ? r : view_json_time(b, ms);
+}

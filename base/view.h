@@ -83,5 +83,8 @@ int view_prom_histogram(struct json_buf *b, const char *name, const char *help,
 
 /* Appends formatted text. -ENOMEM. */
 int view_printf(struct json_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "KEY":"VAL" (null when val is NULL) and "KEY":TIME (view_json_time). */
+int view_put_str(struct json_buf *b, const char *key, const char *val);
+int view_put_time(struct json_buf *b, const char *key, int64_t ms);
 
 #endif

@@ -5,7 +5,8 @@ the benchmarks.
 
   fake_docker.py --listen PATH --api 1.41|1.52 --containers N
                  [--project P] [--unhealthy K] [--delay S] [--log F]
-                 [--probe-port P [--probe-interval D]]
+                 [--probe-port P [--probe-interval D] [--probe-label T]
+                  [--probe-retries N]]
 
 Every container is made from the responses recorded from a real dockerd in
 tests/fakes/docker/ (the list item and the inspect body of "demo-web-1", a
@@ -68,7 +69,8 @@ def frame(api, body, status="200 OK"):
     return head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
 
 
-def build(api, n, project, unhealthy, probe_port=0, probe_interval="1s"):
+def build(api, n, project, unhealthy, probe_port=0, probe_interval="1s",
+          probe_label="http://:{port}/healthz", probe_retries=None):
     items = json.loads(recorded_body("list-1.41.http"))
     item_t = next(i for i in items if i["Names"] == ["/demo-web-1"])
     insp_t = json.loads(recorded_body("inspect-web.http"))
@@ -95,9 +97,11 @@ def build(api, n, project, unhealthy, probe_port=0, probe_interval="1s"):
             # A probed container with no healthcheck (issue 27), whose own
             # address is loopback: the benchmark's peer listens there.
             labels = dict(labels)
-            labels["dstack.healthd.probe"] = "http://:%d/healthz" % (probe_port + i)
+            labels["dstack.healthd.probe"] = probe_label.format(port=probe_port + i, i=i)
             labels["dstack.healthd.probe.interval"] = probe_interval
             labels["dstack.healthd.probe.timeout"] = "500ms"
+            if probe_retries:
+                labels["dstack.healthd.probe.retries"] = probe_retries
             it["Labels"] = labels
             ins["Config"]["Labels"] = labels
             ins["Config"].pop("Healthcheck", None)
@@ -187,10 +191,13 @@ def main():
     ap.add_argument("--probe-port", type=int, default=0,
                     help="probe container i on 127.0.0.1:PORT+i (issue 27)")
     ap.add_argument("--probe-interval", default="1s")
+    ap.add_argument("--probe-label", default="http://:{port}/healthz",
+                    help="the probe label, {port} and {i} filled (issue 34: grpc://)")
+    ap.add_argument("--probe-retries", default=None)
     a = ap.parse_args()
     api = tuple(int(x) for x in a.api.split("."))
     listing, inspects = build(api, a.containers, a.project, a.unhealthy, a.probe_port,
-                              a.probe_interval)
+                              a.probe_interval, a.probe_label, a.probe_retries)
     if os.path.exists(a.listen):
         os.unlink(a.listen)
     srv = Server(a.listen, Handler)

@@ -5,8 +5,9 @@
   probes.py serve PORT N MODEFILE
       answers HTTP on 127.0.0.1:PORT..PORT+N-1: 200, or 500 while MODEFILE
       holds "500" (read at most every 2 ms, so a flip is seen at once).
-  probes.py flips SOCK MODEFILE FLIPS
-      flips the answer FLIPS times at random phases and measures, for each,
+  probes.py flips SOCK MODEFILE FLIPS [BAD GOOD]
+      flips the answer FLIPS times at random phases (writing BAD, then GOOD,
+      500 and 200 unless given, into MODEFILE) and measures, for each,
       the time from the flip to the agent's served verdict (POST
       /prpc/v1/Health on the unix socket SOCK, polled every 2 ms): failing,
       then recovering. Prints "fail_ms=... rec_ms=..." lists.
@@ -99,19 +100,19 @@ def write_mode(modefile, mode):
     os.rename(modefile + ".tmp", modefile)
 
 
-def flips(sock, modefile, n):
+def flips(sock, modefile, n, bad="500", good="200"):
     fails, recs = [], []
     if wait_for(sock, True, 60) is None:
         print("error=never-healthy")
         return
     for _ in range(n):
         time.sleep(random.uniform(0.3, 1.7))
-        write_mode(modefile, "500")
+        write_mode(modefile, bad)
         t0 = time.monotonic()
         t = wait_for(sock, False)
         fails.append(-1 if t is None else round((t - t0) * 1000))
         time.sleep(random.uniform(0.3, 1.7))
-        write_mode(modefile, "200")
+        write_mode(modefile, good)
         t0 = time.monotonic()
         t = wait_for(sock, True)
         recs.append(-1 if t is None else round((t - t0) * 1000))
@@ -122,7 +123,7 @@ def main():
     if sys.argv[1] == "serve":
         serve(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
     else:
-        flips(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        flips(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:7])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
 #      first alone, then under an open loop of 100 Health requests/s
 #      (bench/openloop, fresh connections) whose p99 is taken; peak RssAnon
 #      (/proc/PID/status sampled every 20 ms) over both.
+#   3. gRPC (issue 34): detection as in 1, against a real gRPC server
+#      (tests/fakes/grpc_health.py, python3-grpcio) flipped between SERVING
+#      and NOT_SERVING, with retries 1, so that the target is one interval
+#      + 50 ms; and the load of 2 with 50 containers probed by gRPC.
 # Everything runs on loopback and in a mktemp folder, bounded in time; the
 # Docker peer is bench/fake_docker.py, whose containers' address is
 # 127.0.0.1 (the probed ports are served by bench/probes.py).
@@ -147,9 +151,40 @@ ended "$PEER"
 load noprobes
 N_CPU=$CPU_PCT N_CPUL=$CPU_LOAD N_ANON=$ANON N_P99=$P99_MS N_OK=$OK
 
+# --- 3. gRPC: detection with retries 1, then 50 containers at 1 s -----------------
+mkdir -p "$T/gst"
+echo SERVING >"$T/gst/app"
+$PY tests/fakes/grpc_health.py "$T/gst" 19500 --ready "$T/g1.ready" >"$T/grpc1.log" 2>&1 &
+PIDS+=($!)
+$PY bench/fake_docker.py --listen "$T/dg.sock" --containers 1 --project bench \
+	--probe-port 19500 --probe-interval 1s --probe-label 'grpc://:{port}/app' --probe-retries 1 \
+	>"$T/fakeg.log" 2>&1 &
+PIDS+=($!)
+wait_sock "$T/dg.sock" && timeout 30 bash -c "until [ -e '$T/g1.ready' ]; do sleep 0.1; done" ||
+	{ echo "bench: the gRPC server or the fake Docker did not start" >&2; exit 2; }
+agent grpc "$T/dg.sock" "unix:$T/ag.sock"
+wait_sock "$T/ag.sock" || { echo "bench: the agent did not start" >&2; exit 2; }
+line=$(timeout $((FLIPS * 20 + 120)) $PY bench/probes.py flips "$T/ag.sock" "$T/gst/app" "$FLIPS" \
+	NOT_SERVING SERVING)
+stop_all
+gfails=$(printf '%s' "$line" | sed -n 's/.*fail_ms=\([^ ]*\).*/\1/p' | tr , ' ')
+grecs=$(printf '%s' "$line" | sed -n 's/.*rec_ms=\([^ ]*\).*/\1/p' | tr , ' ')
+[ -n "$gfails" ] || { echo "bench: no gRPC flips measured ($line)" >&2; exit 2; }
+# shellcheck disable=SC2086
+GF50=$(pct 50 $gfails) GF99=$(pct 99 $gfails) GR50=$(pct 50 $grecs) GR99=$(pct 99 $grecs)
+$PY tests/fakes/grpc_health.py "$T/gst" $(seq 19600 19649) --ready "$T/g50.ready" \
+	>"$T/grpc50.log" 2>&1 &
+PEER=$!
+timeout 30 bash -c "until [ -e '$T/g50.ready' ]; do sleep 0.1; done" ||
+	{ echo "bench: the gRPC server did not start" >&2; exit 2; }
+load grpc --probe-port 19600 --probe-interval 1s --probe-label 'grpc://:{port}/app'
+G_CPU=$CPU_PCT G_CPUL=$CPU_LOAD G_ANON=$ANON G_P99=$P99_MS G_OK=$OK
+kill -TERM "$PEER" 2>/dev/null
+ended "$PEER"
+
 # --- the table -----------------------------------------------------------------------
 {
-	echo "== probes (issue 27): $FLIPS flips; 50 containers for $SECS s each"
+	echo "== probes (issues 27, 34): $FLIPS flips; 50 containers for $SECS s each"
 	printf '%-52s %12s %12s  %s\n' "measure" "probes" "reference" "target"
 	printf '%-52s %12s %12s  %s\n' "detection p50 / p99 (ms), interval 1 s x retries 3" \
 		"$F50 / $F99" "3000" "p99 < 3050"
@@ -163,6 +198,20 @@ N_CPU=$CPU_PCT N_CPUL=$CPU_LOAD N_ANON=$ANON N_P99=$P99_MS N_OK=$OK
 		"$P_ANON" "$N_ANON" "probes < 2048"
 	printf '%-52s %12s %12s  %s\n' "Health p99, ms, open loop 100/s (answered)" \
 		"$P_P99 ($P_OK)" "$N_P99 ($N_OK)" "probes < 5"
+	printf '%-52s %12s %12s  %s\n' "gRPC detection p50 / p99 (ms), interval 1 s x 1" \
+		"$GF50 / $GF99" "1000" "p99 < 1050"
+	printf '%-52s %12s %12s  %s\n' "gRPC recovery p50 / p99 (ms), interval 1 s x 1" \
+		"$GR50 / $GR99" "1000" "p99 < 1050"
+	printf '%-52s %12s %12s  %s\n' "agent CPU, % of one core (50 gRPC containers)" \
+		"$G_CPU" "$N_CPU" "gRPC < 2"
+	printf '%-52s %12s %12s  %s\n' "agent CPU, %, gRPC, with Health at 100/s" \
+		"$G_CPUL" "$N_CPUL" ""
+	printf '%-52s %12s %12s  %s\n' "agent peak RssAnon, kB (50 gRPC containers)" \
+		"$G_ANON" "$N_ANON" ""
+	printf '%-52s %12s %12s  %s\n' "Health p99, ms, gRPC probes, open loop 100/s" \
+		"$G_P99 ($G_OK)" "$N_P99 ($N_OK)" ""
 	echo "detection ms: $fails"
 	echo "recovery ms: $recs"
+	echo "gRPC detection ms: $gfails"
+	echo "gRPC recovery ms: $grecs"
 } | tee "$B/bench/probes.txt"

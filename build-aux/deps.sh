@@ -26,9 +26,12 @@ pkgs_test="$pkgs_test strace"
 # unshare and prlimit (util-linux), nft to make a peer vanish; ip, ss and
 # sysctl come with iproute2 and procps above. Without them its points skip.
 pkgs_test="$pkgs_test util-linux nftables"
+# A real gRPC server with the standard health service, for the gRPC probes
+# (tests/e2e/grpc_probes.sh, bench/probes.sh).
+pkgs_test="$pkgs_test python3-grpcio"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
-pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static"
+pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"
 # The arm64 cross build (tests/e2e/cross.sh), as a Yocto build drives the
 # Makefile: Debian's cross compiler and the arm64 -dev packages (multiarch);
 # pkgconf:arm64 brings aarch64-linux-gnu-pkg-config, and protoc-c runs on the

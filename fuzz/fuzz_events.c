@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/http_parse.h"
 #include "fuzz/fuzz.h"
 #include "runtime/events.h"
-#include "runtime/http_parse.h"
 
 static void lines(struct events_lines *l, const char *piece, size_t n)
 {

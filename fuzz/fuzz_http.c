@@ -5,8 +5,8 @@
  * are reached), byte 1 the size of each read (0: all at once). */
 #include <stdlib.h>
 
+#include "base/http_parse.h"
 #include "fuzz/fuzz.h"
-#include "runtime/http_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

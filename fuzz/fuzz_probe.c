@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "fuzz/fuzz.h"
+#include "probe/probe.h"
 #include "runtime/container.h"
-#include "runtime/probe.h"
 
 /* The status of the last status line before a blank line, read naively:
  * 1xx heads are skipped as HTTP says. 0 when there is no complete head. */

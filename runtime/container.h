@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "base/verdict.h"
-#include "runtime/probe.h"
+#include "probe/probe.h"
 
 #define COMPOSE_ENTRY "<compose>"
 #define COMPOSE_PROJECT_LABEL "com.docker.compose.project"

@@ -2,7 +2,7 @@
 /* HTTP/1.1 for the Docker Engine API client: endpoints, then the transport
  * (unix, TCP, TLS with mbedtls), every wait bounded by a deadline and the
  * caller's cancel fd, and the requests and responses on it. The responses
- * are framed by the pure parser of runtime/http_parse.c. */
+ * are framed by the pure parser of base/http_parse.c. */
 #include "runtime/http.h"
 
 #include <arpa/inet.h>

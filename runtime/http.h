@@ -2,7 +2,7 @@
 /* A small HTTP/1.1 client for the Docker Engine API: one GET per connection
  * (Connection: close) over a unix socket, TCP or TLS, every step bounded by a
  * CLOCK_MONOTONIC deadline; responses are read with the parser of
- * runtime/http_parse.h. */
+ * base/http_parse.h. */
 #ifndef HEALTHD_HTTP_H
 #define HEALTHD_HTTP_H
 
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 
 #include "base/err.h"
-#include "runtime/http_parse.h"
+#include "base/http_parse.h"
 
 /* Where the daemon listens, parsed from "unix:///path" or "tcp://host:port"
  * (host may be [v6]; a missing port is Docker's default, 2375 or 2376 with

@@ -24,10 +24,11 @@ PV = "0.1.0+git"
 
 # The five libraries (jsmn is header-only, mbedtls has no .pc file and is
 # linked by name), and protoc-c for the build machine: the .c it generates
-# from rpc/*.proto is the same for every target. libmicrohttpd and systemd
-# come from openembedded-core, protobuf-c from meta-oe, mbedtls from
-# meta-networking; no layer has jsmn, so jsmn_1.1.0.bb is shipped beside this
-# recipe (README.md here). The source builds against mbedtls 2.28 and 3.6.
+# from rpc/*.proto and probe/*.proto is the same for every target.
+# libmicrohttpd and systemd come from openembedded-core, protobuf-c from
+# meta-oe, mbedtls from meta-networking; no layer has jsmn, so jsmn_1.1.0.bb
+# is shipped beside this recipe (README.md here). The source builds against
+# mbedtls 2.28 and 3.6.
 DEPENDS = "libmicrohttpd protobuf-c jsmn mbedtls systemd protobuf-c-native"
 
 inherit pkgconfig systemd

@@ -69,7 +69,7 @@ done
 
 # Every message the agent logs with a literal start is listed under its
 # priority in the man page (dashes, quotes and fonts aside).
-msgs=$(cat agent/*.c runtime/*.c rpc/*.c statusfile/*.c base/*.c | tr '\n\t' '  ' |
+msgs=$(cat agent/*.c probe/*.c runtime/*.c rpc/*.c statusfile/*.c base/*.c | tr '\n\t' '  ' |
 	grep -oE 'log_(msg|fields)\(LOG_[A-Z]+,( fields,)? *"[^"%]*' |
 	sed -E 's/log_(msg|fields)\(LOG_([A-Z]+),( fields,)? *"/\2|/')
 unlisted=

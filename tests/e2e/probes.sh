@@ -34,7 +34,8 @@ ok $? "image probe-srv:1: the server alone"
 ok "$( ! "$DH_DOCKER" run --rm --network none --entrypoint /bin/sh probe-srv:1 -c true \
 	>/dev/null 2>&1; echo $?)" "the image has no shell"
 
-for s in web db late crash; do mkdir -p "$DH_T/ctl-$s" && echo 200 >"$DH_T/ctl-$s/mode"; done
+for s in web db late crash rpc; do mkdir -p "$DH_T/ctl-$s" && echo 200 >"$DH_T/ctl-$s/mode"; done
+echo grpc-serving >"$DH_T/ctl-rpc/mode"
 echo refuse >"$DH_T/ctl-late/mode"
 echo exit >"$DH_T/ctl-crash/mode"
 cat >"$DH_T/probes.yml" <<EOF
@@ -55,6 +56,14 @@ services:
     volumes: ["$DH_T/ctl-db:/ctl"]
     labels:
       dstack.healthd.probe: "tcp://:5432"
+      dstack.healthd.probe.interval: "1s"
+      dstack.healthd.probe.retries: "1"
+  rpc:
+    image: probe-srv:1
+    command: ["50051"]
+    volumes: ["$DH_T/ctl-rpc:/ctl"]
+    labels:
+      dstack.healthd.probe: "grpc://:50051/shop.Orders"
       dstack.healthd.probe.interval: "1s"
       dstack.healthd.probe.retries: "1"
   evil:
@@ -95,6 +104,18 @@ wait_for 30 healthd_query_is a "$HEALTHD_OK"
 is "$(healthd_query a)" "$HEALTHD_OK" "HTTP and TCP probes pass: healthy"
 is "$(probe_of db target)" "tcp://$("$DH_DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' pr_db_1):5432" \
 	"status: db's TCP target"
+
+# --- gRPC (issue 34): the same shell-less image answering Health/Check -------
+is "$(probe_of rpc target)" "grpc://$("$DH_DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' pr_rpc_1):50051/shop.Orders" \
+	"status: rpc's gRPC target, with its service"
+is "$(probe_of rpc last_result)" "pass" "a container gated by a grpc:// probe passes while SERVING"
+echo grpc-notserving >"$DH_T/ctl-rpc/mode"
+want=$(healthd_expect false pr_rpc_1 "probe unhealthy (gRPC health status NOT_SERVING)")
+wait_for 30 healthd_query_is a "$want"
+is "$(healthd_query a)" "$want" "NOT_SERVING: the container is unhealthy, in the agent's words"
+echo grpc-serving >"$DH_T/ctl-rpc/mode"
+wait_for 30 healthd_query_is a "$HEALTHD_OK"
+is "$(healthd_query a)" "$HEALTHD_OK" "SERVING again: healthy"
 
 # --- flips: 500, refused, slow; retries counted ----------------------------
 unhealthy_web() { healthd_expect false pr_web_1 "$1"; }

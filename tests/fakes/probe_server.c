@@ -12,6 +12,9 @@
  *   trickle    a 200 answer one byte every 200 ms
  *   reset      accept, read, then reset the connection (RST)
  *   exit       exit 3 at once (a container that keeps restarting)
+ *   grpc-serving, grpc-notserving
+ *              a gRPC server's answer to grpc.health.v1.Health/Check over
+ *              HTTP/2 (issue 34): SERVING or NOT_SERVING, then trailers
  * Each connection is served by a child process; nothing is kept. */
 #include <errno.h>
 #include <netinet/in.h>
@@ -79,6 +82,22 @@ static void serve(int fd, const char *m)
 			put(fd, s, 1);
 			usleep(200000);
 		}
+	} else if (!strncmp(m, "grpc-", 5)) {
+		/* SETTINGS; HEADERS (:status 200, static index 8); DATA, one
+		 * message with the status; trailers (grpc-status 0) ending the
+		 * stream. Frames: 3-byte length, type, flags, stream. */
+		static const char answer[] =
+			"\0\0\0\x04\0\0\0\0\0"
+			"\0\0\x01\x01\x04\0\0\0\x01\x88"
+			"\0\0\x07\0\0\0\0\0\x01\0\0\0\0\x02\x08S"
+			"\0\0\x0f\x01\x05\0\0\0\x01\x40\x0bgrpc-status\x01" "0";
+		char a[sizeof(answer) - 1];
+		memcpy(a, answer, sizeof(a));
+		a[9 + 10 + 9 + 6] = strcmp(m, "grpc-serving") ? 2 : 1; /* the 'S' */
+		put(fd, a, sizeof(a));
+		/* The client closes once it has read the answer. */
+		while (recv(fd, req, sizeof(req), 0) > 0)
+			;
 	} else if (!strcmp(m, "reset")) {
 		struct linger l = { .l_onoff = 1, .l_linger = 0 };
 		setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));

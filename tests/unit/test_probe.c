@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "probe/probe.h"
 #include "runtime/container.h"
 #include "runtime/inspect.h"
-#include "runtime/probe.h"
+#include "runtime/probes.h"
 #include "tests/lib/tap.h"
 
 /* Go's time.ParseDuration, case by case as Go answers it. */
@@ -71,7 +72,15 @@ static void labels(void)
 		{ "http://[::1]:80/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
 		{ "tcp://10.0.0.1:22", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
 		{ "unix:///var/run/docker.sock", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "must be http://" },
-		{ "grpc://:50051", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "grpc:// probes are not supported" },
+		/* gRPC (issue 34): the path is the service, "" the server. */
+		{ "grpc://:50051", NULL, NULL, NULL, NULL, NULL, 1, PROBE_GRPC, 50051, "", NULL },
+		{ "grpc://:50051/", NULL, NULL, NULL, NULL, NULL, 1, PROBE_GRPC, 50051, "", NULL },
+		{ "GRPC://:9000/grpc.health.v1.Health", NULL, NULL, NULL, NULL, NULL, 1, PROBE_GRPC, 9000, "grpc.health.v1.Health", NULL },
+		{ "grpcs://:443/app.Store", "1s", "2s", NULL, "2", NULL, 1, PROBE_GRPCS, 443, "app.Store", NULL },
+		{ "grpc://10.0.0.1:50051", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
+		{ "grpc://:50051/a?b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "takes no query" },
+		{ "grpc://:50051/a b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
+		{ "grpc://:0", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:0/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:65536/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:80@x/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "must be http://" },

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The probe thread (runtime/prober.c) against servers on 127.0.0.1: HTTP,
+/* The probe thread (probe/prober.c) against servers on 127.0.0.1: HTTP,
  * refused, silent past the timeout, TCP, HTTPS with a self-signed
  * certificate (`openssl s_server`, when installed: the TLS path is what
  * tests/e2e/trixie.sh checks against mbedtls 3.6), and TLS spoken to a plain
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "runtime/prober.h"
+#include "runtime/probes.h"
 #include "tests/lib/tap.h"
 
 static atomic_int kicks;
@@ -222,7 +222,7 @@ static void run_alone(struct container_list *l, void (*k)(void *))
 	if (!ok(prober_start(k, NULL, &p, &err) == 0, "a prober of its own starts (%s)", err.msg))
 		return;
 	wait_idle(before, nb);
-	prober_sync(p, l, NULL);
+	probes_sync(p, l, NULL);
 	int64_t until = clock_mono_ms() + 30000;
 	uint64_t done = 0;
 	while (done < l->n && clock_mono_ms() < until) {
@@ -233,7 +233,7 @@ static void run_alone(struct container_list *l, void (*k)(void *))
 		for (int r = 0; r < PROBE_N_RESULTS; r++)
 			done += counts[r];
 	}
-	prober_sync(p, l, NULL);
+	probes_sync(p, l, NULL);
 	prober_stop(p);
 }
 
@@ -334,7 +334,7 @@ static void sockets_bounded(int silent_port)
 	if (!ok(prober_start(NULL, NULL, &p, &err) == 0, "a second prober starts (%s)", err.msg))
 		return;
 	int base = count_fds(), most = base;
-	prober_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL);
 	int64_t until = clock_mono_ms() + 60000;
 	uint64_t counts[PROBE_N_RESULTS] = { 0 };
 	while (counts[PROBE_TIMEOUT] < 100 && clock_mono_ms() < until) {
@@ -399,7 +399,7 @@ int main(void)
 	bool all = false;
 	while (!all && clock_mono_ms() < until) {
 		usleep(100000);
-		all = prober_sync(p, &l, NULL) == 0;
+		all = probes_sync(p, &l, NULL) == 0;
 		for (size_t i = 0; i < l.n; i++)
 			all = all && l.v[i].probe && l.v[i].probe->probed &&
 			      l.v[i].probe->state.runs > 0;
@@ -445,7 +445,7 @@ int main(void)
 	 * can have run yet. */
 	is_int(l.v[0].probe->state.status, PROBE_HEALTHY, "http: healthy before its restart");
 	l.v[0].started_at_ns += 5000000000LL;
-	prober_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL);
 	ok(l.v[0].probe->probed && l.v[0].probe->state.status == PROBE_STARTING &&
 		   l.v[0].probe->state.runs == 0,
 	   "a restarted container starts over at starting (status %d, %llu runs)",
@@ -455,7 +455,7 @@ int main(void)
 	free(l.v[0].state);
 	l.v[0].state = strdup("exited");
 	l.v[0].running = false;
-	prober_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL);
 	ok(!l.v[0].probe->probed, "a container that stopped is not probed");
 
 	int64_t t0 = clock_mono_ms();

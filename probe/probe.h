@@ -4,7 +4,7 @@
  * dstack.healthd.* labels into a spec, the answer of one probe into a
  * result, and a run of results into a status, exactly as Docker judges a
  * healthcheck (moby daemon/health.go, handleProbeResult) with Kubernetes'
- * successThreshold on top. The sockets are runtime/prober.c's. */
+ * successThreshold on top. The sockets are probe/prober.c's. */
 #ifndef HEALTHD_PROBE_H
 #define HEALTHD_PROBE_H
 
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/http_parse.h"
+#include "base/http_parse.h"
 
 /* The label names are fixed: apps and tools rely on them. */
 #define PROBE_LABEL "dstack.healthd.probe"
@@ -36,12 +36,14 @@ struct probe_labels {
 };
 void probe_labels_free(struct probe_labels *l);
 
-enum probe_kind { PROBE_HTTP, PROBE_HTTPS, PROBE_TCP };
+enum probe_kind { PROBE_HTTP, PROBE_HTTPS, PROBE_TCP, PROBE_GRPC, PROBE_GRPCS };
 
 struct probe_spec {
 	enum probe_kind kind;
 	unsigned port;
-	char path[PROBE_PATH_MAX + 1]; /* origin-form, "/" when the label gave none */
+	/* HTTP: origin-form, "/" when the label gave none. gRPC: the service
+	 * asked about, "" (the server as a whole) when the label gave none. */
+	char path[PROBE_PATH_MAX + 1];
 	int64_t interval_ms, timeout_ms, start_period_ms;
 	unsigned retries, success_threshold;
 };
@@ -62,7 +64,7 @@ int probe_parse_duration(const char *s, int64_t *ns);
  * own fixed vocabulary: the public answer may carry them. */
 enum probe_result {
 	PROBE_NONE = 0,  /* no probe has run yet */
-	PROBE_PASS,      /* TCP connected; HTTP 200-399 */
+	PROBE_PASS,      /* TCP connected; HTTP 200-399; gRPC SERVING */
 	PROBE_STATUS,    /* HTTP answered outside 200-399 */
 	PROBE_REFUSED,
 	PROBE_TIMEOUT,   /* the probe's timeout passed first */
@@ -73,6 +75,13 @@ enum probe_result {
 	PROBE_TOO_BIG,   /* a head over the bound */
 	PROBE_TLS,       /* the TLS handshake failed */
 	PROBE_ERROR,     /* the agent could not run it (no socket left, ...) */
+	/* gRPC (probe/grpc.h) */
+	PROBE_GRPC_STATUS,     /* a HealthCheckResponse other than SERVING */
+	PROBE_GRPC_NO_MESSAGE, /* the call ended without one (a gRPC error) */
+	PROBE_GRPC_BAD,        /* not HTTP/2 or gRPC as they are written */
+	PROBE_STREAM_RESET,    /* RST_STREAM on the call's stream */
+	PROBE_GOAWAY,          /* the server closed the connection first */
+	PROBE_BOUNDS,          /* a frame, frames or bytes over the bounds */
 	PROBE_N_RESULTS
 };
 const char *probe_result_text(enum probe_result r);
@@ -106,7 +115,10 @@ struct probe_state {
 	enum probe_status status;
 	unsigned failing_streak, passing_streak;
 	enum probe_result last;
-	int last_status; /* HTTP status of the last probe, 0 when none */
+	/* Of the last probe: the HTTP status, the gRPC serving status
+	 * (PROBE_GRPC_STATUS) or the HTTP/2 error code (PROBE_STREAM_RESET,
+	 * PROBE_GOAWAY); 0 when none. */
+	int last_status;
 	int64_t last_ms;  /* when the last probe ended; 0: none yet */
 	int64_t since_ms; /* when status last changed (or the target appeared) */
 	uint64_t runs;
@@ -123,12 +135,16 @@ bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
 /* The public words for a status other than healthy ("probe unhealthy
  * (connection refused)"), into buf. */
 void probe_state_text(const struct probe_state *s, char *buf, size_t n);
-/* "HTTP status 500", "connection refused", "passed (HTTP status 204)". */
+/* "HTTP status 500", "connection refused", "passed (HTTP status 204)",
+ * "gRPC health status NOT_SERVING": the public words. */
 void probe_last_text(const struct probe_state *s, char *buf, size_t n);
+/* The same with what only the operator sees (the HTTP/2 error code of a
+ * reset or a GOAWAY). */
+void probe_last_detail(const struct probe_state *s, char *buf, size_t n);
 
 /* What a container's probe is, for the judge and the operator's view:
- * filled from its labels and addresses (probe_prepare), then from the
- * prober (prober_sync). */
+ * filled from its labels and addresses, then from the prober
+ * (runtime/probes.h). */
 struct container_probe {
 	bool usable;    /* spec parsed and an address found */
 	char why[160];  /* when !usable: the public reason */
@@ -138,17 +154,5 @@ struct container_probe {
 	bool probed;     /* the prober holds a state for it */
 	struct probe_state state;
 };
-
-struct container;
-/* Pure: c->probe from c's labels and addresses (c->probe NULL when it has
- * no probe label). The address is the container's own, as the runtime
- * gave it, and one the agent can reach from where it is: self is the
- * agent's own container when it runs in one of this runtime's and the
- * runtime names its networks (Docker), else NULL (the machine's stack).
- * Loopback for host networking, only when the agent has the machine's
- * stack; else the IPv4 address on the first network by name that has a
- * valid one and, from a sidecar, that the sidecar is on too. None is a
- * reason, not a guess. -ENOMEM. */
-int probe_prepare(struct container *c, const struct container *self);
 
 #endif

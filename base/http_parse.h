@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pure part of the Docker client's HTTP/1.1: an incremental response
- * parser that bounds headers and body, for a response read whole or a body
- * handed out as it arrives (Docker's /events). No I/O: the transport in
- * runtime/http.c feeds it what it reads. */
+/* The pure part of HTTP/1.1 for the Docker client and the agent's HTTP
+ * probes: an incremental response parser that bounds headers and body, for
+ * a response read whole or a body handed out as it arrives (Docker's
+ * /events, a probe's answer). No I/O: runtime/http.c and probe/prober.c
+ * feed it what they read. Here, below both, so that neither reaches across
+ * to the other. */
 #ifndef HEALTHD_HTTP_PARSE_H
 #define HEALTHD_HTTP_PARSE_H
 

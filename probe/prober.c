@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own probes (issue 27): one thread, one epoll set, every
  * socket non-blocking with a deadline. Answers are judged by
- * runtime/probe.c (over runtime/http_parse.c's parser); TLS is mbedtls with
+ * probe/probe.c (over base/http_parse.c's parser); TLS is mbedtls with
  * no certificate check (Kubernetes' rule for HTTPS probes). */
-#include "runtime/prober.h"
+#include "probe/prober.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,6 +23,7 @@
 
 #include "base/clock.h"
 #include "base/mbedcompat.h"
+#include "probe/grpc.h"
 
 #define WAKE_SLOT UINT32_MAX
 /* Bytes read per call: the head bound (16 KiB) and the body bound (10 KiB)
@@ -51,9 +52,12 @@ struct conn {
 	enum phase phase;
 	enum probe_kind kind;
 	int64_t start_real, deadline;
-	char req[PROBE_PATH_MAX + 160];
+	char req[GRPC_MAX_REQUEST];
 	size_t req_len, req_off;
 	struct probe_answer ans;
+	struct grpc_answer grpc;
+	unsigned acks_sent; /* SETTINGS ACKs written whole */
+	size_t ack_off;     /* bytes written of the next one */
 	mbedtls_ssl_context *ssl;
 	int io_errno;
 	bool late; /* its deadline passed with bytes ready: had its one more step */
@@ -71,21 +75,15 @@ struct prober {
 	void *kick_arg;
 	int epfd, wake_fd;
 	struct conn c[PROBER_MAX_SOCKETS];
-	/* TLS, set up at the first HTTPS probe: one config for all. */
+	/* TLS, set up at the first HTTPS or gRPC-over-TLS probe: one config
+	 * for each (gRPC's offers ALPN h2). */
 	bool tls_ready, tls_failed;
-	mbedtls_ssl_config conf;
+	mbedtls_ssl_config conf, conf_h2;
 	mbedtls_entropy_context entropy;
 	mbedtls_ctr_drbg_context drbg;
 };
 
 /* ---- Targets (the refresh thread's side) ---- */
-
-/* Docker keeps Running true while paused or restarting: only "running"
- * serves, and only a serving container is probed. */
-static bool serving(const struct container *c)
-{
-	return c->running && !c->paused && (!c->state || strcmp(c->state, "running") == 0);
-}
 
 static bool same_target(const struct target *a, const struct target *b)
 {
@@ -93,22 +91,6 @@ static bool same_target(const struct target *a, const struct target *b)
 	       memcmp(&a->spec, &b->spec, sizeof(a->spec)) == 0 &&
 	       a->addr.sin_addr.s_addr == b->addr.sin_addr.s_addr &&
 	       a->addr.sin_port == b->addr.sin_port;
-}
-
-/* The target c's probe asks for, when it can run now. */
-static bool want(const struct container *c, struct target *t)
-{
-	const struct container_probe *p = c->probe;
-	if (!p || !p->usable || !serving(c) || c->oneoff || c->agent_self || !c->id ||
-	    strlen(c->id) >= sizeof(t->id))
-		return false;
-	memset(t, 0, sizeof(*t));
-	memcpy(t->id, c->id, strlen(c->id) + 1);
-	t->started_ms = c->started_at_ns / 1000000;
-	t->spec = p->spec;
-	t->addr.sin_family = AF_INET;
-	t->addr.sin_port = htons((uint16_t)p->spec.port);
-	return inet_pton(AF_INET, p->ip, &t->addr.sin_addr) == 1;
 }
 
 static void wake(struct prober *p)
@@ -120,39 +102,26 @@ static void wake(struct prober *p)
 	}
 }
 
-static int count_wanted(struct container_list *l, struct target **out, size_t *n)
+int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
+		struct probe_state *records)
 {
-	struct target *w = calloc(l->n ? l->n : 1, sizeof(*w));
+	if (n > PROBER_MAX_TARGETS)
+		return -E2BIG;
+	struct target *w = calloc(n ? n : 1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	size_t k = 0;
-	for (size_t i = 0; i < l->n; i++) {
-		struct container *c = &l->v[i];
-		if (k >= PROBER_MAX_TARGETS && want(c, &w[k])) {
-			c->probe->usable = false;
-			snprintf(c->probe->why, sizeof(c->probe->why),
-				 "probe: more than %d probed containers", PROBER_MAX_TARGETS);
-			continue;
+	for (size_t k = 0; k < n; k++) {
+		if (strlen(want[k].id) >= sizeof(w[k].id) ||
+		    inet_pton(AF_INET, want[k].ip, &w[k].addr.sin_addr) != 1) {
+			free(w);
+			return -EINVAL;
 		}
-		if (k < PROBER_MAX_TARGETS && want(c, &w[k]))
-			k++;
+		memcpy(w[k].id, want[k].id, strlen(want[k].id) + 1);
+		w[k].started_ms = want[k].started_ms;
+		w[k].spec = want[k].spec;
+		w[k].addr.sin_family = AF_INET;
+		w[k].addr.sin_port = htons((uint16_t)want[k].spec.port);
 	}
-	*out = w;
-	*n = k;
-	return 0;
-}
-
-int prober_sync(struct prober *p, struct container_list *l, const struct container *self)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (probe_prepare(&l->v[i], self) < 0)
-			return -ENOMEM;
-	if (!p)
-		return 0;
-	struct target *w;
-	size_t n;
-	if (count_wanted(l, &w, &n) < 0)
-		return -ENOMEM;
 	int64_t now = clock_mono_ms(), real = clock_real_ms();
 	pthread_mutex_lock(&p->lock);
 	for (size_t k = 0; k < n; k++) {
@@ -170,20 +139,12 @@ int prober_sync(struct prober *p, struct container_list *l, const struct contain
 			/* At once, not an interval later as Docker does. */
 			w[k].due = now;
 		}
+		/* The record as it is now, for the judge. */
+		records[k] = w[k].st;
 	}
 	free(p->t);
 	p->t = w;
 	p->n = n;
-	/* The records as they are now, into the containers judged. */
-	for (size_t i = 0; i < l->n; i++) {
-		struct container *c = &l->v[i];
-		for (size_t k = 0; c->probe && k < n; k++) {
-			if (!c->id || strcmp(c->id, w[k].id) != 0)
-				continue;
-			c->probe->state = w[k].st;
-			c->probe->probed = true;
-		}
-	}
 	pthread_mutex_unlock(&p->lock);
 	wake(p);
 	return 0;
@@ -201,13 +162,35 @@ void prober_counts(struct prober *p, uint64_t out[PROBE_N_RESULTS])
 
 /* ---- TLS ---- */
 
+static int client_conf(struct prober *p, mbedtls_ssl_config *conf)
+{
+	int r = mbedtls_ssl_config_defaults(conf, MBEDTLS_SSL_IS_CLIENT,
+					    MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+	if (r != 0)
+		return r;
+	/* Kubernetes' HTTPS and gRPC probes skip verification: the
+	 * container's certificate names a public host, not the address
+	 * probed. */
+	mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_NONE);
+	mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &p->drbg);
+	mbedcompat_conf_min_tls12(conf);
+	/* A handshake step runs to its end on this thread, so its cost must
+	 * not be the server's choice: no finite-field Diffie-Hellman, whose
+	 * prime a hostile server sizes to stall every other probe. */
+	mbedcompat_conf_ecdhe_only(conf);
+	return 0;
+}
+
 static int tls_setup(struct prober *p)
 {
+	/* HTTP/2 over TLS is chosen by ALPN (RFC 9113 §3.2). */
+	static const char *h2[] = { "h2", NULL };
 	if (p->tls_ready)
 		return 0;
 	if (p->tls_failed)
 		return -EIO;
 	mbedtls_ssl_config_init(&p->conf);
+	mbedtls_ssl_config_init(&p->conf_h2);
 	mbedtls_entropy_init(&p->entropy);
 	mbedtls_ctr_drbg_init(&p->drbg);
 	int r = mbedcompat_init();
@@ -215,25 +198,19 @@ static int tls_setup(struct prober *p)
 		r = mbedtls_ctr_drbg_seed(&p->drbg, mbedtls_entropy_func, &p->entropy,
 					  (const unsigned char *)"dstack-healthd probe", 20);
 	if (r == 0)
-		r = mbedtls_ssl_config_defaults(&p->conf, MBEDTLS_SSL_IS_CLIENT,
-						MBEDTLS_SSL_TRANSPORT_STREAM,
-						MBEDTLS_SSL_PRESET_DEFAULT);
+		r = client_conf(p, &p->conf);
+	if (r == 0)
+		r = client_conf(p, &p->conf_h2);
+	if (r == 0)
+		r = mbedtls_ssl_conf_alpn_protocols(&p->conf_h2, h2);
 	if (r != 0) {
 		mbedtls_ssl_config_free(&p->conf);
+		mbedtls_ssl_config_free(&p->conf_h2);
 		mbedtls_ctr_drbg_free(&p->drbg);
 		mbedtls_entropy_free(&p->entropy);
 		p->tls_failed = true;
 		return -EIO;
 	}
-	/* Kubernetes' HTTPS probe skips verification: the container's
-	 * certificate names a public host, not the address probed. */
-	mbedtls_ssl_conf_authmode(&p->conf, MBEDTLS_SSL_VERIFY_NONE);
-	mbedtls_ssl_conf_rng(&p->conf, mbedtls_ctr_drbg_random, &p->drbg);
-	mbedcompat_conf_min_tls12(&p->conf);
-	/* A handshake step runs to its end on this thread, so its cost must
-	 * not be the server's choice: no finite-field Diffie-Hellman, whose
-	 * prime a hostile server sizes to stall every other probe. */
-	mbedcompat_conf_ecdhe_only(&p->conf);
 	p->tls_ready = true;
 	return 0;
 }
@@ -350,6 +327,11 @@ static void watch(struct prober *p, struct conn *c, uint32_t events)
 	epoll_ctl(p->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+static bool is_grpc(const struct conn *c)
+{
+	return c->kind == PROBE_GRPC || c->kind == PROBE_GRPCS;
+}
+
 static void begin(struct prober *p, const struct target *t)
 {
 	struct conn *c = NULL;
@@ -365,17 +347,26 @@ static void begin(struct prober *p, const struct target *t)
 	c->start_real = clock_real_ms();
 	c->deadline = clock_mono_ms() + t->spec.timeout_ms;
 	probe_answer_init(&c->ans);
-	char host[INET_ADDRSTRLEN];
+	grpc_answer_init(&c->grpc);
+	char host[INET_ADDRSTRLEN], authority[INET_ADDRSTRLEN + 8];
 	inet_ntop(AF_INET, &t->addr.sin_addr, host, sizeof(host));
-	/* Host names the address probed (as Kubernetes' does); no header of
-	 * the app's is ever read back beyond the status line. */
-	int n = snprintf(c->req, sizeof(c->req),
-			 "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: dstack-healthd-probe/%s\r\n"
-			 "Accept: */*\r\nConnection: close\r\n\r\n",
-			 t->spec.path, host, t->spec.port, HEALTHD_VERSION);
-	c->req_len = n > 0 && (size_t)n < sizeof(c->req) ? (size_t)n : 0;
+	snprintf(authority, sizeof(authority), "%s:%u", host, t->spec.port);
+	int r = 0;
+	if (is_grpc(c)) {
+		r = grpc_request(authority, t->spec.path, c->kind == PROBE_GRPCS, c->req,
+				 sizeof(c->req), &c->req_len);
+	} else {
+		/* Host names the address probed (as Kubernetes' does); no
+		 * header of the app's is ever read back beyond the status
+		 * line. */
+		int n = snprintf(c->req, sizeof(c->req),
+				 "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: dstack-healthd-probe/%s\r\n"
+				 "Accept: */*\r\nConnection: close\r\n\r\n",
+				 t->spec.path, authority, HEALTHD_VERSION);
+		c->req_len = n > 0 && (size_t)n < sizeof(c->req) ? (size_t)n : 0;
+	}
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
+	if (c->fd < 0 || r < 0) {
 		finish(p, c, PROBE_ERROR, 0);
 		return;
 	}
@@ -400,7 +391,7 @@ static void start_tls(struct prober *p, struct conn *c)
 	mbedtls_ssl_init(c->ssl);
 	/* No name: SNI takes no IP literal (RFC 6066 §3); NULL set explicitly
 	 * for mbedtls 3.6.3 and later. */
-	if (mbedtls_ssl_setup(c->ssl, &p->conf) != 0 ||
+	if (mbedtls_ssl_setup(c->ssl, c->kind == PROBE_GRPCS ? &p->conf_h2 : &p->conf) != 0 ||
 	    mbedtls_ssl_set_hostname(c->ssl, NULL) != 0) {
 		finish(p, c, PROBE_ERROR, 0);
 		return;
@@ -432,6 +423,26 @@ static enum probe_result io_result(const struct conn *c, bool eof_ok)
 	if (c->io_errno)
 		return errno_result(c->io_errno);
 	return eof_ok ? PROBE_CUT : PROBE_ERROR;
+}
+
+/* The SETTINGS ACKs the server is owed (RFC 9113 §6.5.3): a courtesy, as
+ * the answer needs none, so a write that must wait is tried again at the
+ * next read rather than waited for. */
+static void send_acks(struct conn *c)
+{
+	while (c->acks_sent < c->grpc.acks) {
+		const char *b = grpc_settings_ack + c->ack_off;
+		size_t left = GRPC_SETTINGS_ACK_LEN - c->ack_off;
+		ssize_t n = c->ssl ? mbedtls_ssl_write(c->ssl, (const unsigned char *)b, left) :
+				     send(c->fd, b, left, MSG_NOSIGNAL);
+		if (n <= 0)
+			return;
+		c->ack_off += (size_t)n;
+		if (c->ack_off == GRPC_SETTINGS_ACK_LEN) {
+			c->ack_off = 0;
+			c->acks_sent++;
+		}
+	}
 }
 
 /* Reads what is there and feeds the answer; returns true while the probe
@@ -471,14 +482,20 @@ static bool read_some(struct prober *p, struct conn *c)
 		enum probe_result res;
 		int status;
 		if (n == 0) {
-			probe_answer_eof(&c->ans, &res, &status);
+			if (is_grpc(c))
+				grpc_answer_eof(&c->grpc, &res, &status);
+			else
+				probe_answer_eof(&c->ans, &res, &status);
 			finish(p, c, res, status);
 			return false;
 		}
-		if (probe_answer_feed(&c->ans, buf, (size_t)n, &res, &status)) {
+		if (is_grpc(c) ? grpc_answer_feed(&c->grpc, buf, (size_t)n, &res, &status) :
+				 probe_answer_feed(&c->ans, buf, (size_t)n, &res, &status)) {
 			finish(p, c, res, status);
 			return false;
 		}
+		if (is_grpc(c))
+			send_acks(c);
 	}
 	return true;
 }
@@ -531,7 +548,7 @@ static void step(struct prober *p, struct conn *c)
 			finish(p, c, PROBE_PASS, 0);
 			return;
 		}
-		if (c->kind == PROBE_HTTPS) {
+		if (c->kind == PROBE_HTTPS || c->kind == PROBE_GRPCS) {
 			start_tls(p, c);
 			if (!c->used)
 				return;
@@ -544,6 +561,12 @@ static void step(struct prober *p, struct conn *c)
 		if (r != 0) {
 			if (!tls_again(p, c, r))
 				finish(p, c, c->io_errno ? errno_result(c->io_errno) : PROBE_TLS, 0);
+			return;
+		}
+		/* A server that did not choose h2 does not speak it here. */
+		const char *alpn = mbedtls_ssl_get_alpn_protocol(c->ssl);
+		if (c->kind == PROBE_GRPCS && (!alpn || strcmp(alpn, "h2") != 0)) {
+			finish(p, c, PROBE_TLS, 0);
 			return;
 		}
 		c->phase = P_SEND;
@@ -708,6 +731,7 @@ void prober_stop(struct prober *p)
 	pthread_mutex_destroy(&p->lock);
 	if (p->tls_ready) {
 		mbedtls_ssl_config_free(&p->conf);
+		mbedtls_ssl_config_free(&p->conf_h2);
 		mbedtls_ctr_drbg_free(&p->drbg);
 		mbedtls_entropy_free(&p->entropy);
 	}

@@ -2,17 +2,18 @@
 /* The thread that runs the agent's own probes (issue 27, docs/design.md §4
  * "Probes"): one epoll loop, every probe non-blocking and bounded in time
  * and bytes, at most PROBER_MAX_SOCKETS sockets at once, on its own clock.
- * The refresh thread tells it what to probe (prober_sync, from the
- * containers it saw) and reads back the latest record of each probe; a
- * record whose public status changes asks for a refresh at once (kick). */
+ * The refresh thread tells it what to probe (prober_sync; which containers
+ * and at which address is runtime/probes.c's) and reads back the latest
+ * record of each probe; a record whose public status changes asks for a
+ * refresh at once (kick). */
 #ifndef HEALTHD_PROBER_H
 #define HEALTHD_PROBER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
-#include "runtime/container.h"
-#include "runtime/probe.h"
+#include "probe/probe.h"
 
 /* Sockets open at once; probes due beyond that wait for a free one. */
 #define PROBER_MAX_SOCKETS 64
@@ -32,13 +33,21 @@ void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg);
 /* Stops and joins it, closing every socket. NULL is fine. */
 void prober_stop(struct prober *p);
 
-/* The refresh thread, before judging l: prepares each container's probe
- * (probe_prepare, from where self says the agent is), makes the running ones that have a usable probe the
- * prober's targets (a target seen before keeps its record: same id, start,
- * spec and address; a new one is probed at once), and copies each target's
- * record into its container. p NULL: probes are prepared and none runs
- * (each stays "starting"). -ENOMEM. */
-int prober_sync(struct prober *p, struct container_list *l, const struct container *self);
+/* What one target is: the same id, start, spec and address keep a record
+ * across syncs. ip is a dotted IPv4 address. */
+struct prober_target {
+	char id[65];
+	int64_t started_ms; /* CLOCK_REALTIME; the start the record belongs to */
+	struct probe_spec spec;
+	char ip[16];
+};
+
+/* The refresh thread: makes want[0..n) the targets (one seen before keeps
+ * its record; a new one is probed at once; one no longer wanted is
+ * dropped) and copies each one's latest record into records[k]. -E2BIG
+ * past PROBER_MAX_TARGETS, -EINVAL for a malformed id or address, -ENOMEM. */
+int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
+		struct probe_state *records);
 
 /* Probes finished since the start, by result (PROBE_N_RESULTS counters). */
 void prober_counts(struct prober *p, uint64_t out[PROBE_N_RESULTS]);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The Docker client's HTTP/1.1 response parser. Framing follows RFC 9112
+/* The HTTP/1.1 response parser (Docker's answers, probes'). Framing follows RFC 9112
  * §6.3, strictly: this client talks to one daemon, so anything ambiguous
  * (conflicting lengths, a length next to chunked, bare LF) is refused rather
  * than guessed at. */
-#include "runtime/http_parse.h"
+#include "base/http_parse.h"
 
 #include <errno.h>
 #include <stdlib.h>

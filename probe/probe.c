@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself (issue 27): labels, answers and results.
  * Pure; docs/design.md §4 "Probes" says why each rule is what it is. */
-#include "runtime/probe.h"
+#include "probe/probe.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "runtime/container.h"
 
 /* Ranges a label may ask for, in ns; 0 is Docker's "the default" for every
  * one (moby daemon/health.go timeoutWithDefault, daemon/container.go
@@ -185,8 +183,8 @@ static bool target_char(unsigned char c)
 
 static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n)
 {
-	static const char shape[] =
-		"must be http://:PORT/PATH, https://:PORT/PATH or tcp://:PORT";
+	static const char shape[] = "must be http://:PORT/PATH, https://:PORT/PATH, "
+				    "grpc://:PORT/SERVICE, grpcs://:PORT/SERVICE or tcp://:PORT";
 	const char *rest;
 	if (strncasecmp(v, "http://", 7) == 0) {
 		s->kind = PROBE_HTTP;
@@ -198,10 +196,11 @@ static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n
 		s->kind = PROBE_TCP;
 		rest = v + 6;
 	} else if (strncasecmp(v, "grpc://", 7) == 0) {
-		/* Left out, and said (docs/design.md §4 "Probes"): never
-		 * ignored, since the app asked to be judged by it. */
-		return say(why, n, PROBE_LABEL,
-			   "grpc:// probes are not supported by this agent; use http:// or tcp://");
+		s->kind = PROBE_GRPC;
+		rest = v + 7;
+	} else if (strncasecmp(v, "grpcs://", 8) == 0) {
+		s->kind = PROBE_GRPCS;
+		rest = v + 8;
 	} else {
 		return say(why, n, PROBE_LABEL, shape);
 	}
@@ -230,6 +229,13 @@ static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n
 		rest = "/";
 	if (*rest != '/')
 		return say(why, n, PROBE_LABEL, shape);
+	/* gRPC: the path is the service asked about (Kubernetes' grpc.service),
+	 * sent as written; none asks for the server as a whole. */
+	if (s->kind == PROBE_GRPC || s->kind == PROBE_GRPCS) {
+		rest++;
+		if (strchr(rest, '?'))
+			return say(why, n, PROBE_LABEL, "a gRPC service name takes no query");
+	}
 	size_t len = strlen(rest);
 	if (len > PROBE_PATH_MAX)
 		return say(why, n, PROBE_LABEL, "the path is longer than 1024 bytes");
@@ -268,98 +274,6 @@ int probe_spec_parse(const struct probe_labels *l, struct probe_spec *s, char *w
 	return r;
 }
 
-static bool is_mode(const struct container *c, const char *mode)
-{
-	return c->network_mode && strcmp(c->network_mode, mode) == 0;
-}
-
-/* The same network: by NetworkID when both have one, else by name. */
-static bool same_net(const struct container_net *a, const struct container_net *b)
-{
-	return *a->net_id && *b->net_id ? strcmp(a->net_id, b->net_id) == 0
-					: strcmp(a->name, b->name) == 0;
-}
-
-static bool on_net(const struct container *self, const struct container_net *n)
-{
-	for (size_t i = 0; i < self->n_nets; i++)
-		if (same_net(&self->nets[i], n))
-			return true;
-	return false;
-}
-
-/* The address to probe c at, from where the agent is (docs/design.md §4
- * "Probes"): self NULL or host-networked is the machine's own stack, which
- * reaches loopback and every bridge; a sidecar in a network of its own
- * reaches only the networks it is on (Docker isolates bridges from each
- * other), and its loopback is its own. -ENOENT with why filled. */
-static int address(const struct container *c, const struct container *self, const char **ip,
-		   char *why, size_t n)
-{
-	bool machine = !self || is_mode(self, "host");
-	/* A sidecar that joined another's stack (container:ID) has no
-	 * networks of its own to compare: the first address is tried. */
-	bool compare = !machine && !(self->network_mode &&
-				     strncmp(self->network_mode, "container:", 10) == 0);
-	bool any = false;
-	/* network_mode: host shares the machine's stack: its own address is
-	 * loopback. Docker's NetworkMode is the app's Compose setting, not a
-	 * label a service could forge. */
-	if (is_mode(c, "host")) {
-		if (machine) {
-			*ip = "127.0.0.1";
-			return 0;
-		}
-		snprintf(why, n, "probe: the container has network_mode host and the agent's own "
-				 "container does not: loopback there is the agent's own");
-		return -ENOENT;
-	}
-	/* The first by name whose address is valid: a bad one hides none. */
-	for (size_t i = 0; i < c->n_nets; i++) {
-		if (!c->nets[i].ipv4[0])
-			continue;
-		any = true;
-		if (!compare || on_net(self, &c->nets[i])) {
-			*ip = c->nets[i].ipv4;
-			return 0;
-		}
-	}
-	if (any) {
-		snprintf(why, n, "probe: the container is on no network the agent's own container "
-				 "is on");
-		return -ENOENT;
-	}
-	if (c->ipv4_primary[0] && !compare) {
-		*ip = c->ipv4_primary;
-		return 0;
-	}
-	snprintf(why, n, "probe: the container has no IPv4 address on its networks");
-	return -ENOENT;
-}
-
-int probe_prepare(struct container *c, const struct container *self)
-{
-	free(c->probe);
-	c->probe = NULL;
-	if (!c->probe_labels.probe)
-		return 0;
-	struct container_probe *p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	c->probe = p;
-	if (probe_spec_parse(&c->probe_labels, &p->spec, p->why, sizeof(p->why)) < 0)
-		return 0;
-	static const char *const scheme[] = { "http", "https", "tcp" };
-	const char *ip = NULL;
-	if (address(c, self, &ip, p->why, sizeof(p->why)) < 0)
-		return 0;
-	snprintf(p->ip, sizeof(p->ip), "%s", ip);
-	snprintf(p->target, sizeof(p->target), "%s://%s:%u", scheme[p->spec.kind], ip,
-		 p->spec.port);
-	p->usable = true;
-	return 0;
-}
-
 /* ---- Results ---- */
 
 const char *probe_result_text(enum probe_result r)
@@ -377,6 +291,12 @@ const char *probe_result_text(enum probe_result r)
 		[PROBE_TOO_BIG] = "answer head too large",
 		[PROBE_TLS] = "TLS handshake failed",
 		[PROBE_ERROR] = "probe could not run",
+		[PROBE_GRPC_STATUS] = "gRPC health status not SERVING",
+		[PROBE_GRPC_NO_MESSAGE] = "gRPC call ended without an answer",
+		[PROBE_GRPC_BAD] = "not a gRPC answer",
+		[PROBE_STREAM_RESET] = "gRPC call reset (RST_STREAM)",
+		[PROBE_GOAWAY] = "connection closed by the server (GOAWAY)",
+		[PROBE_BOUNDS] = "answer over the agent's bounds",
 	};
 	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
 }
@@ -389,6 +309,9 @@ const char *probe_result_name(enum probe_result r)
 		[PROBE_UNREACHABLE] = "unreachable", [PROBE_RESET] = "reset",
 		[PROBE_CUT] = "cut", [PROBE_BAD_ANSWER] = "bad_answer",
 		[PROBE_TOO_BIG] = "too_big", [PROBE_TLS] = "tls", [PROBE_ERROR] = "error",
+		[PROBE_GRPC_STATUS] = "grpc_status", [PROBE_GRPC_NO_MESSAGE] = "grpc_no_message",
+		[PROBE_GRPC_BAD] = "grpc_bad_answer", [PROBE_STREAM_RESET] = "stream_reset",
+		[PROBE_GOAWAY] = "goaway", [PROBE_BOUNDS] = "bounds",
 	};
 	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
 }
@@ -512,9 +435,44 @@ bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
 	return false;
 }
 
+/* The health service's serving statuses: the public words name them from
+ * this table, never from the answer. */
+static const char *serving_name(int status)
+{
+	static const char *const t[] = { "UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" };
+	return status >= 0 && status < 4 ? t[status] : NULL;
+}
+
+/* HTTP/2's error codes (RFC 9113 §7), for the operator. */
+static const char *h2_error_name(int code)
+{
+	static const char *const t[] = {
+		"NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR",
+		"SETTINGS_TIMEOUT", "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM",
+		"CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+		"INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+	};
+	return code >= 0 && code < (int)(sizeof(t) / sizeof(t[0])) ? t[code] : NULL;
+}
+
+void probe_last_detail(const struct probe_state *s, char *buf, size_t n)
+{
+	char last[64];
+	const char *name = h2_error_name(s->last_status);
+	probe_last_text(s, last, sizeof(last));
+	if (s->last == PROBE_STREAM_RESET || s->last == PROBE_GOAWAY)
+		snprintf(buf, n, "%s, HTTP/2 error code %d%s%s", last, s->last_status,
+			 name ? " " : "", name ? name : "");
+	else
+		snprintf(buf, n, "%s", last);
+}
+
 void probe_last_text(const struct probe_state *s, char *buf, size_t n)
 {
-	if (s->last_status && (s->last == PROBE_PASS || s->last == PROBE_STATUS))
+	const char *serving = serving_name(s->last_status);
+	if (s->last == PROBE_GRPC_STATUS)
+		snprintf(buf, n, "gRPC health status %s", serving ? serving : "out of range");
+	else if (s->last_status && (s->last == PROBE_PASS || s->last == PROBE_STATUS))
 		snprintf(buf, n, "%s%sHTTP status %d%s", s->last == PROBE_PASS ? "passed" : "",
 			 s->last == PROBE_PASS ? " (" : "", s->last_status,
 			 s->last == PROBE_PASS ? ")" : "");

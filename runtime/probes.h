@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The containers' side of the agent's own probes (issue 27, docs/design.md
+ * §4 "Probes"): which containers are probed, at which of their addresses,
+ * and their records back from the prober (probe/prober.h), which knows
+ * targets, not containers. */
+#ifndef HEALTHD_PROBES_H
+#define HEALTHD_PROBES_H
+
+#include "probe/prober.h"
+#include "runtime/container.h"
+
+/* Pure: c->probe from c's labels and addresses (c->probe NULL when it has
+ * no probe label). The address is the container's own, as the runtime
+ * gave it, and one the agent can reach from where it is: self is the
+ * agent's own container when it runs in one of this runtime's and the
+ * runtime names its networks (Docker), else NULL (the machine's stack).
+ * Loopback for host networking, only when the agent has the machine's
+ * stack; else the IPv4 address on the first network by name that has a
+ * valid one and, from a sidecar, that the sidecar is on too. None is a
+ * reason, not a guess. -ENOMEM. */
+int probe_prepare(struct container *c, const struct container *self);
+
+/* The refresh thread, before judging l: prepares each container's probe
+ * (probe_prepare, from where self says the agent is), makes the running
+ * ones that have a usable probe the prober's targets (a target seen before
+ * keeps its record: same id, start, spec and address; a new one is probed
+ * at once), and copies each target's record into its container. p NULL:
+ * probes are prepared and none runs (each stays "starting"). -ENOMEM. */
+int probes_sync(struct prober *p, struct container_list *l, const struct container *self);
+
+#endif
