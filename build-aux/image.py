@@ -88,19 +88,31 @@ def libraries(agent):
     return sorted(set(paths))
 
 
-def package_of(path):
-    """The Debian package that owns PATH, asked under each name usrmerge
-    gives it (dpkg knows /lib/... where the file is /usr/lib/...)."""
-    real = os.path.realpath(path)
-    names = [path, os.path.join(os.path.dirname(path), os.path.basename(real)), real]
-    names += [n[4:] for n in names if n.startswith("/usr/")]
-    names += ["/usr" + n for n in names if not n.startswith("/usr/")]
-    for n in names:
-        r = subprocess.run(["dpkg-query", "-S", n], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
-        if r.returncode == 0:  # "libc6:amd64: /lib/..." or "gzip: /bin/gzip"
-            return r.stdout.decode().split(": ")[0].split(",")[0].strip()
-    die("no package owns %s (dpkg-query -S)" % path)
+def owners(paths):
+    """The Debian package that owns each of PATHS, asked under each name
+    usrmerge gives it (dpkg knows /lib/... where the file is /usr/lib/...),
+    in one dpkg-query: each reads every package's file list."""
+    names = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        n = [path, os.path.join(os.path.dirname(path), os.path.basename(real)), real]
+        n += [x[4:] for x in n if x.startswith("/usr/")]
+        n += ["/usr" + x for x in n if not x.startswith("/usr/")]
+        names[path] = n
+    r = subprocess.run(["dpkg-query", "-S"] + sorted({x for n in names.values() for x in n}),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, LC_ALL="C"))
+    found = {}
+    for line in r.stdout.decode().splitlines():  # "libc6:amd64: /lib/..."
+        pkgs, _, where = line.rpartition(": ")
+        found.setdefault(where, pkgs.split(",")[0].strip())
+    out = {}
+    for path, n in names.items():
+        owner = next((found[x] for x in n if x in found), None)
+        if owner is None:
+            die("no package owns %s (dpkg-query -S)" % path)
+        out[path] = owner
+    return out
 
 
 def versions(pkgs, arch):
@@ -119,11 +131,11 @@ def versions(pkgs, arch):
     return out
 
 
-def compiler_packages():
+def compiler_files():
     cc = os.environ.get("CC") or "cc"
     paths = [shutil.which(cc) or die("no compiler " + cc)]
     paths += [run(cc, opt).strip() for opt in COMPILER_FILES]
-    return [package_of(shutil.which(p) or p) for p in paths]
+    return [shutil.which(p) or p for p in paths]
 
 
 class Tree:
@@ -191,11 +203,12 @@ def main():
     t = Tree()
     with open(agent, "rb") as f:
         t.add_file("usr/sbin/dstack-healthd", f.read(), 0o755)
-    pkgs = []
-    for lib in libraries(agent):
+    libs, tools = libraries(agent), compiler_files()
+    owner = owners(libs + tools)
+    pkgs = [owner[lib] for lib in libs]
+    for lib in libs:
         with open(lib, "rb") as f:  # the file itself, at the path ldd named
             t.add_file(lib, f.read(), 0o755)
-        pkgs.append(package_of(lib))
     for p in sorted(set(q.split(":")[0] for q in pkgs)):
         with open("/usr/share/doc/%s/copyright" % p, "rb") as f:
             t.add_file("usr/share/doc/%s/copyright" % p, f.read())
@@ -203,7 +216,7 @@ def main():
     with open(os.path.join(here, "..", "LICENSE"), "rb") as f:
         t.add_file("usr/share/doc/dstack-healthd/copyright", f.read())
     inputs = ["rev " + rev, "commit " + commit, "tree " + tree_state,
-              "arch " + arch] + versions(BUILD_PACKAGES + compiler_packages() + pkgs, arch)
+              "arch " + arch] + versions(BUILD_PACKAGES + [owner[x] for x in tools] + pkgs, arch)
     t.add_file("usr/share/doc/dstack-healthd/build-inputs", ("\n".join(inputs) + "\n").encode())
     t.add_file("etc/passwd", ("root:x:0:0:root:/root:/usr/sbin/nologin\n"
                               "%s:x:%d:%d:dstack-healthd:/nonexistent:/usr/sbin/nologin\n"
