@@ -142,6 +142,37 @@ like "$(cat "$BI")" "commit $COMMIT" "build-inputs names the commit"
 grep -Eq '^libmicrohttpd12(:[a-z0-9]+)? [^ ]+$' "$BI"
 ok $? "...and the packages at their versions (libmicrohttpd12 among them)"
 
+# The example Compose file runs this image as tests/e2e/sidecar.sh does:
+# the same hardening, every image by digest, the verdict's volume where its
+# app-compose.json says the guest agent reads it.
+if /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
+	is "$(/usr/bin/python3 - packaging/container/docker-compose.example.yaml tests/e2e/compose/sidecar.yml <<'EOF'
+import re, sys, yaml
+ex, test = (yaml.safe_load(open(f)) for f in sys.argv[1:3])
+sc, tsc = ex["services"]["healthd"], test["services"]["healthd"]
+bad = []
+for k in ("read_only", "cap_drop", "security_opt", "tmpfs"):
+    if sc.get(k) != tsc.get(k):
+        bad.append("%s: %r, the test's %r" % (k, sc.get(k), tsc.get(k)))
+if not (isinstance(sc.get("group_add"), list) and all(re.fullmatch(r"[0-9]+", str(g)) for g in sc["group_add"])):
+    bad.append("group_add is not a gid")
+for k in ("user", "privileged", "cap_add", "pid", "network_mode"):
+    if k in sc:
+        bad.append("sets " + k)
+if "verdict:/verdict" not in sc.get("volumes", []) or ex["volumes"]["verdict"]["name"] != "dstack-healthd-verdict":
+    bad.append("the verdict is not the named volume dstack-healthd-verdict")
+if "/var/lib/docker/volumes/dstack-healthd-verdict/_data/status" not in open(sys.argv[1]).read():
+    bad.append("app-compose.json's path is not the volume's")
+for name, svc in ex["services"].items():
+    if "@sha256:" not in svc.get("image", ""):
+        bad.append(name + " is not pinned by digest")
+print("; ".join(bad))
+EOF
+)" "" "the example Compose file's sidecar: the test's hardening, every image by digest, the volume app-compose.json names"
+else
+	diag "no python3-yaml: the example Compose file is not read"
+fi
+
 # --- 3. push as built, pull by digest, run --------------------------------------
 REGISTRY_BIN=$(command -v docker-registry 2>/dev/null)
 if ! command -v skopeo >/dev/null 2>&1 || [ -z "$REGISTRY_BIN" ]; then
