@@ -19,7 +19,7 @@
 #      built with another commit.
 # It builds its own copies, so the sanitizer build has nothing to add:
 # tests/run: once
-# tests/run: timeout 1500
+# tests/run: timeout 2400
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -43,11 +43,14 @@ copy() {
 # OUT.d folders (the root, the config, the layout), or nothing.
 first_difference() {
 	local a=$1 b=$2 f
-	f=$( (cd "$a" && find . -type f; cd "$b" && find . -type f) | LC_ALL=C sort | uniq -u | head -n 1)
-	[ -z "$f" ] || { echo "only in one build: ${f#./}"; return; }
+	# A file both have first (config.json, a library): a blob's name is its
+	# hash, so one that differs is also "only in one build".
 	while IFS= read -r f; do
+		[ -f "$b/$f" ] || continue
 		cmp -s "$a/$f" "$b/$f" || { echo "${f#./}"; return; }
 	done < <(cd "$a" && find . -type f | LC_ALL=C sort)
+	f=$( (cd "$a" && find . -type f; cd "$b" && find . -type f) | LC_ALL=C sort | uniq -u | head -n 1)
+	[ -z "$f" ] || echo "only in one build: ${f#./}"
 }
 
 # --- 1. two builds, two folders ------------------------------------------------
@@ -95,7 +98,7 @@ extra=$(LC_ALL=C comm -23 "$T/files" <(expected | LC_ALL=C sort) | grep -v '^usr
 is "$extra" "" "no file outside the expected list: the agent, its $(wc -l <"$T/libs") libraries and loader, copyright files, build-inputs, passwd, group, nsswitch.conf"
 missing=$(LC_ALL=C comm -13 "$T/files" <(expected | LC_ALL=C sort) | head -n 5)
 is "$missing" "" "...and every one of those is there"
-is "$(awk '$4 == "-" { print $1, $2, $3 }' "$X/files" | grep -v '^\(etc\|lib\|lib64\|usr\|usr/.*\) 0755 0$')" \
+is "$(awk '$4 == "-" && !($2 == "0755" && $3 == 0) { print $1, $2, $3 }' "$X/files")" \
 	"verdict 0755 65532" "the folders: root's, 0755; /verdict the user's (a named volume takes it)"
 ok $([ -z "$(grep -E '(^|/)(sh|bash|busybox|dash|apt|apt-get|dpkg)$' "$T/files")" ]; echo $?) \
 	"no shell, no package manager"
