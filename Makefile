@@ -288,6 +288,37 @@ deb:
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb $(BUILD)/dstack-healthd-front_$(VERSION)_*.deb
 
+# The sidecar's image (README, "The sidecar's image"), built without docker
+# build: the agent as `make` builds it, the libraries it loads, their
+# copyright files and the list of build inputs, packed as an OCI image
+# archive (that Debian 12's `docker load` reads too) whose manifest digest is
+# printed. The same commit and packages give the same bytes in any folder at
+# any time: every time in it is the commit's (SOURCE_DATE_EPOCH). Outside a
+# git checkout, pass SOURCE_DATE_EPOCH and COMMIT (tests/e2e/image.sh does).
+# `make verify-image IMAGE=REF` builds it and compares with REF by digest,
+# naming the first file that differs.
+IMAGE_ARCHIVE := $(BUILD)/dstack-healthd-$(VERSION).oci.tar
+SOURCE_DATE_EPOCH ?= $(DEB_EPOCH)
+COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)
+.PHONY: image verify-image
+image: $(BUILD)/dstack-healthd
+	@[ -n "$(SOURCE_DATE_EPOCH)" ] && [ -n "$(COMMIT)" ] || { echo "make image: needs a git" \
+		"checkout with a commit, or SOURCE_DATE_EPOCH and COMMIT" >&2; exit 1; }
+	@if changed=$$(git status --porcelain --untracked-files=all 2>/dev/null); then \
+		tree=clean; [ -z "$$changed" ] || { tree="differs from the commit in $$(printf '%s\n' \
+			"$$changed" | wc -l) file(s)"; echo "make image: warning: the tree $$tree:" \
+			"build-inputs says so" >&2; }; \
+	else tree="not a git checkout"; fi; \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) COMMIT='$(COMMIT)' REV='$(REV)' VERSION='$(VERSION)' \
+		TREE="$$tree" CC='$(CC)' build-aux/image.py $(IMAGE_ARCHIVE) $(BUILD)/dstack-healthd \
+		>$(IMAGE_ARCHIVE).digest || exit 1; \
+	echo "$(IMAGE_ARCHIVE): $$(cat $(IMAGE_ARCHIVE).digest)"
+
+verify-image: image
+	@[ -n "$(IMAGE)" ] || { echo "make verify-image: IMAGE=REF (e.g." \
+		"docker://registry.example/dstack-healthd@sha256:...)" >&2; exit 1; }
+	@build-aux/verify-image.sh $(IMAGE_ARCHIVE) '$(IMAGE)'
+
 # Benchmarks (bench/README.md): as root on Debian it installs wrk, nginx and
 # valgrind first; prints one table, also left in $(BUILD)/bench/results.txt.
 # Figures, not a test: no number makes it fail.

@@ -46,7 +46,7 @@ static const struct opt_def opts[] = {
 	    "accept or its previous request is closed (default 2)"),
 	OPT("control-socket", OPT_STRING_EMPTY, control_socket, "PATH",
 	    "the operator's local view (status, metrics, reload), a unix socket "
-	    "only root can use; empty disables it (default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
+	    "only root and the agent's own user can use; empty disables it (default " CONFIG_DEFAULT_CONTROL_SOCKET ")"),
 	OPT("metrics-listen", OPT_STRING_EMPTY, metrics_listen, "ADDR",
 	    "also serve /metrics alone on this TCP HOST:PORT, e.g. 127.0.0.1:9464; "
 	    "never a public address (default: none)"),

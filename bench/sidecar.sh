@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The agent as a Compose sidecar (issue 21), on a private real dockerd: the
-# image built from packaging/container/Dockerfile (tests/lib/sidecar_image.sh),
+# image `make image` builds (tests/lib/sidecar_image.sh), run as its user,
 # a project of a web service whose healthcheck flips plus the sidecar, its
 # timer at 60 s so that only Docker's events can explain a prompt write.
 #
@@ -26,7 +26,6 @@ cd "$(dirname "$0")/.." || exit 1
 export HEALTHD_BUILD=${1:-${HEALTHD_BUILD:-build}}
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh
-. tests/lib/rootfs.sh
 . tests/lib/sidecar_image.sh
 
 N=${BENCH_TRANSITIONS:-100}
@@ -43,19 +42,21 @@ sidecar_image "$IMAGE"
 case $? in
 0) ;;
 2) echo "sidecar: skipped: $SIDECAR_WHY"; exit 0 ;;
-*) echo "error: the image build failed ($DH_T/build.log)"; exit 2 ;;
+*) echo "error: make image or its docker load failed ($DH_T/build.log)"; exit 2 ;;
 esac
 SIZE=$("$DH_DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
 
-OUT=$DH_T/verdict
-mkdir -p "$OUT"
+# The verdict's folder: the named volume's, where this dockerd keeps it.
+SC_VOLUME=healthd-bench-verdict
+OUT=$DH_T/data/volumes/$SC_VOLUME/_data
 printf '%s\n' '{"manifest_version":"3","name":"b","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"/dstack/healthd/status"}}' \
 	>"$DH_T/app-compose.json"
 # The timer at 60 s, so that only events explain a prompt write; the log at
 # info, as a sidecar runs.
 # SC_GA: the folder the test's guest agent stand-in listens in; none here.
 mkdir -p "$DH_T/ga"
-export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock SC_OUT=$OUT \
+export SC_DOCKER_GID=$(stat -c %g "$DH_T/docker.sock") SC_VOLUME
+export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock \
 	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=60 SC_LOG_LEVEL=info SC_GA=$DH_T/ga
 # The reference's listener: a unix socket beside the file.
 sed 's|      DSTACK_HEALTHD_INTERVAL: ${SC_INTERVAL}|&\n      DSTACK_HEALTHD_LISTEN: unix:/verdict/h.sock|' \

@@ -8,6 +8,8 @@
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
+# make image packs the sidecar's image with python3 (build-aux/image.py).
+pkgs_build="$pkgs_build python3"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
 # promtool, which checks /metrics (tests/e2e/status.sh).
 pkgs_test="$pkgs_test prometheus"
@@ -29,6 +31,10 @@ pkgs_test="$pkgs_test util-linux nftables"
 # A real gRPC server with the standard health service, for the gRPC probes
 # (tests/e2e/grpc_probes.sh, bench/probes.sh).
 pkgs_test="$pkgs_test python3-grpcio"
+# The sidecar's image pushed as built and pulled by digest (tests/e2e/image.sh):
+# skopeo and a registry on loopback; diffoscope's account of two builds that
+# differ (tests/e2e/reproducible.sh too).
+pkgs_test="$pkgs_test skopeo docker-registry diffoscope-minimal"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"

@@ -436,9 +436,11 @@ void control_reload_done(struct control *ct, uint64_t upto, int result, const ch
 	pthread_mutex_unlock(&ct->lock);
 }
 
-/* Root only, besides the socket's 0600: a mode is one chmod away from
- * being wrong. */
-static bool peer_is_root(struct MHD_Connection *c)
+/* Root or the agent's own user (a sidecar runs as one that is not root,
+ * and `docker exec` comes as it), besides the socket's 0600: a mode is one
+ * chmod away from being wrong. Whoever has the agent's uid could ptrace it
+ * anyway. */
+static bool peer_allowed(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -446,7 +448,7 @@ static bool peer_is_root(struct MHD_Connection *c)
 	socklen_t len = sizeof(cr);
 	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
 		return false;
-	return cr.uid == 0;
+	return cr.uid == 0 || cr.uid == geteuid();
 }
 
 /* True while the request is still coming in: both listeners answer only
@@ -471,8 +473,8 @@ static enum MHD_Result on_control(void *cls, struct MHD_Connection *c, const cha
 	struct control *ct = cls;
 	if (still_reading(ct, upload_size, req_cls))
 		return MHD_YES;
-	if (!peer_is_root(c))
-		return reply(c, 403, "text/plain", "root only\n", 10);
+	if (!peer_allowed(c))
+		return reply(c, 403, "text/plain", "root or the agent's user only\n", 30);
 	bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
 	if (get && strcmp(url, "/status") == 0)
 		return status(ct, c);

@@ -180,7 +180,11 @@ check() {
 		front_up
 		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
 		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
-	"docker build -f packaging/container/Dockerfile -t dstack-healthd ." | \
+	"make image" | \
+	"skopeo copy oci-archive:build/dstack-healthd-0.1.0.oci.tar docker://REGISTRY/dstack-healthd:0.1.0" | \
+	"make verify-image IMAGE=REGISTRY/dstack-healthd@sha256:...")
+		grep -qF -- "$(image_form "$cmd")" tests/e2e/image.sh
+		ok $? "$what: run by tests/e2e/image.sh, with a registry on loopback" ;;
 	"docker exec APP-healthd-1 dstack-healthd status" | \
 	"docker exec APP-healthd-1 dstack-healthd drain --wait")
 		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh tests/lib/sidecar_image.sh
@@ -225,12 +229,14 @@ front_up() {
 	is "$(curl -s "http://127.0.0.1:$FRONT_PORT/")" 'stand-in dashboard' "and relays / to the stand-in guest agent"
 }
 
-# How sidecar.sh (and the image build it calls) spells the command: its
-# image tag and container name.
-sidecar_form() {
+# How sidecar.sh spells the command: its container's name.
+sidecar_form() { echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }"; }
+# How image.sh spells the command: its copies' archive, its registry.
+image_form() {
 	case "$1" in
-	"docker build"*) echo '-f packaging/container/Dockerfile -t "$image" .' ;;
-	*) echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }" ;;
+	"make image") echo 'image) >"$d.log"' ;;
+	skopeo*) echo 'skopeo copy -q --dest-tls-verify=false "oci-archive:$ONE/$ARCHIVE" "docker://$REG/dstack-healthd:test"' ;;
+	*) echo 'verify-image IMAGE="$REG/dstack-healthd@$D1"' ;;
 	esac
 }
 

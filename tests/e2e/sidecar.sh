@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The agent as a Compose sidecar (issue 21), end to end on a private dockerd:
-# the image built from packaging/container/Dockerfile on a Debian 12 base
-# made here (debootstrap, docker import: no registry), a project of a web
-# service whose healthcheck flips plus the sidecar, and the file it writes
+# the image `make image` builds (docker load of its archive: no registry),
+# run as the example Compose file runs it (issue 35: its non-root user with
+# the socket's group, a read-only root, no capability, no new privileges),
+# a project of a web service whose healthcheck flips plus the sidecar, and
+# the file it writes, in a named volume,
 # judged by this agent's own status-file reader (--once, health_status_file
 # pointing at it) as the guest agent would read it. Checked: healthy ->
 # unhealthy -> healthy follows the flips; the sidecar's own container (whose
@@ -20,7 +22,6 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh
-. tests/lib/rootfs.sh
 . tests/lib/sidecar_image.sh
 
 command -v faketime >/dev/null 2>&1 || skip_all "faketime is not installed"
@@ -33,9 +34,9 @@ dockerd_start
 IMAGE=dstack-healthd:sidecar-test
 sidecar_image "$IMAGE"
 case $? in
-0) ok 0 "docker build of packaging/container/Dockerfile" ;;
+0) ok 0 "make image, docker load of its archive ($SIDECAR_DIGEST)" ;;
 2) skip_all "$SIDECAR_WHY" ;;
-*) ok 1 "docker build of packaging/container/Dockerfile"; done_testing; exit 1 ;;
+*) ok 1 "make image, docker load of its archive"; done_testing; exit 1 ;;
 esac
 SIZE=$("$DH_DOCKER" image inspect -f '{{.Size}}' "$IMAGE")
 diag "image size: $((SIZE / 1024 / 1024)) MiB ($SIZE bytes)"
@@ -43,9 +44,10 @@ is "$("$DH_DOCKER" image inspect -f '{{json .Config.Entrypoint}}' "$IMAGE")" \
 	'["/usr/sbin/dstack-healthd"]' "the entrypoint is exec form, no shell"
 
 # The guest's app-compose.json as the sidecar sees it (its status file is
-# what the sidecar writes), the verdict folder, and the judge's manifest.
-OUT=$DH_T/verdict
-mkdir -p "$OUT"
+# what the sidecar writes), the verdict folder (the named volume's, where
+# this dockerd keeps it), and the judge's manifest.
+SC_VOLUME=healthd-sidecar-verdict
+OUT=$DH_T/data/volumes/$SC_VOLUME/_data
 printf '%s\n' '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true,"health_status_file":"/dstack/healthd/status"}}' \
 	>"$DH_T/app-compose.json"
 printf '{"manifest_version":"3","name":"t","runner":"bash","requirements":{"health_check":true,"health_status_file":"%s"}}\n' \
@@ -57,7 +59,11 @@ mkdir -p "$DH_T/ga"
 python3 tests/fakes/guest_health.py --file "$OUT/status" --unix "$DH_T/ga/ga.sock" \
 	--reread 2 --log "$DH_T/ga/heard.log" &
 dh_track $!
-export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock SC_OUT=$OUT \
+# Its socket, for the sidecar's user (python's is its umask's 0755).
+wait_for 30 test -S "$DH_T/ga/ga.sock" && chmod 0666 "$DH_T/ga/ga.sock"
+# The sidecar reaches the Docker socket through its group, added by gid.
+export SC_DOCKER_GID=$(stat -c %g "$DH_T/docker.sock") SC_VOLUME
+export SC_IMAGE=$IMAGE SC_DOCKER_SOCK=$DH_T/docker.sock \
 	SC_APP_COMPOSE=$DH_T/app-compose.json SC_INTERVAL=10 SC_LOG_LEVEL=debug \
 	SC_GA=$DH_T/ga
 
@@ -90,6 +96,20 @@ dh_expect_state 20 "$SC" "running unhealthy"
 
 wait_for 20 judged "$HEALTHD_OK"
 is "$J" "$HEALTHD_OK" "the file is judged healthy (the web service is)"
+
+# Least privilege (issue 35), as the kernel sees the sidecar's process: it
+# reads the Docker socket and writes the file all the same.
+SCPID=$("$DH_DOCKER" inspect -f '{{.State.Pid}}' "$SC")
+is "$(awk '/^Uid:/ { print $2, $3 }' "/proc/$SCPID/status")" "65532 65532" \
+	"the sidecar runs as the image's user 65532, not root"
+like "$(awk '/^Groups:/' "/proc/$SCPID/status")" "[[:space:]]$SC_DOCKER_GID( |\$)" \
+	"...with the socket's group ($SC_DOCKER_GID) added (group_add)"
+is "$(awk '/^CapEff:|^CapPrm:|^CapBnd:|^NoNewPrivs:/ { printf "%s%s ", $1, $2 }' "/proc/$SCPID/status")" \
+	"CapPrm:0000000000000000 CapEff:0000000000000000 CapBnd:0000000000000000 NoNewPrivs:1 " \
+	"no capability, none to gain (cap_drop ALL), no new privileges"
+is "$("$DH_DOCKER" inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$SC")" true "a read-only root"
+"$DH_DOCKER" exec "$SC" /bin/sh -c true >/dev/null 2>&1
+ok $([ $? -ne 0 ]; echo $?) "no shell in the image"
 is "$(dh_state "$SC")" "running unhealthy" \
 	"meanwhile the sidecar's own container is unhealthy to Docker: it is not judged"
 is "$("$DH_DOCKER" inspect -f '{{.Config.Hostname}}' "$SC")" healthd-sidecar \
@@ -97,7 +117,7 @@ is "$("$DH_DOCKER" inspect -f '{{.Config.Hostname}}' "$SC")" healthd-sidecar \
 like "$(cat "$OUT/status")" $'^healthy\n[0-9]+$' "the file is two lines, healthy and a time"
 is "$(stat -c %F "$OUT/status")" "regular file" "a regular file, as the guest agent requires"
 "$DH_DOCKER" exec "$SC" dstack-healthd status >"$DH_T/status.out" 2>&1
-is "$?" 0 "docker exec dstack-healthd status: exit 0, healthy"
+is "$?" 0 "docker exec dstack-healthd status (as the sidecar's user): exit 0, healthy"
 like "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json)" \
 	'"skipped":"the agent itself"' "status shows the sidecar's container skipped as the agent itself"
 is "$("$DH_DOCKER" exec "$SC" dstack-healthd status --json | python3 -c \

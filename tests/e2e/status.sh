@@ -61,7 +61,7 @@ is "$out" "000" "a non-root user cannot even connect (mode 0600)"
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+dac_override \
 	--ambient-caps=+dac_override \
 	curl -s -w ' %{http_code}' --unix-socket "$CTL" http://x/status 2>&1)
-is "$out" "root only
+is "$out" "root or the agent's user only
  403" "a non-root peer past the file modes is refused by the agent (SO_PEERCRED)"
 
 # --- healthy -------------------------------------------------------------------

@@ -78,7 +78,7 @@ ro_images() {
 	for lib in $(ldd "$HEALTHD_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
 		mkdir -p "$r$(dirname "$lib")" && cp -L "$lib" "$r$lib" || return 1
 	done
-	# As packaging/container/Dockerfile sets them.
+	# As the image of `make image` sets them (build-aux/image.py).
 	tar -C "$r" -c . | "$DH_DOCKER" import \
 		--change 'ENV DSTACK_HEALTHD_LISTEN=' --change 'ENV DSTACK_HEALTHD_VERDICT_FILE=/verdict/status' \
 		--change 'ENV LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu' \
