@@ -84,11 +84,24 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 	elif [ ! -e /var/lib/apt/lists/lock ] || ! ls /var/lib/apt/lists/*Packages >/dev/null 2>&1; then
 		apt-get update -qq >&2
 	fi
-	# shellcheck disable=SC2086
-	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >&2; then
-		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >&2
-	fi
+	# What diffoscope-minimal recommends is some 360 packages (compilers,
+	# viewers for every format); the tests need only its tar and text
+	# comparison, so it comes without them, in a second install.
+	norec="" rest=""
+	for p in $missing; do
+		case "$p" in diffoscope-minimal) norec="$norec $p" ;; *) rest="$rest $p" ;; esac
+	done
+	for set in rest norec; do
+		eval "pkgs=\$$set"
+		[ -n "$pkgs" ] || continue
+		flags=""
+		[ "$set" = norec ] && flags=--no-install-recommends
+		# shellcheck disable=SC2086
+		if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $flags $pkgs >&2; then
+			apt-get update -qq >&2
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $flags $pkgs >&2
+		fi
+	done
 	exit 0
 fi
 echo "deps.sh: missing Debian packages:$missing" >&2
