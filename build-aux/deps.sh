@@ -91,11 +91,11 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
 	for p in $missing; do
 		case "$p" in diffoscope-minimal) norec="$norec $p" ;; *) rest="$rest $p" ;; esac
 	done
-	for set in rest norec; do
-		eval "pkgs=\$$set"
+	for group in rest norec; do
+		eval "pkgs=\$$group"
 		[ -n "$pkgs" ] || continue
 		flags=""
-		[ "$set" = norec ] && flags=--no-install-recommends
+		[ "$group" = norec ] && flags=--no-install-recommends
 		# shellcheck disable=SC2086
 		if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $flags $pkgs >&2; then
 			apt-get update -qq >&2
