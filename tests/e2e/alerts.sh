@@ -8,7 +8,9 @@
 # fails here rather than silence an alert; and the failures the runtime rule
 # reads are the runtime's: an agent whose Docker is not there counts them
 # under cause="runtime", a status-file app under none.
-# The rules do not depend on the build: tests/run: once
+# The rules do not depend on the build; the agent's metrics code they
+# read runs under the sanitizers in relay_front.sh, status.sh and others:
+# tests/run: once
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

@@ -96,6 +96,10 @@ healthd_start kick "$DH_T/rt-hrst.json" --interval 1 --refresh-timeout 2 \
 ok $? "agent: long-running agent listening"
 wait_for 15 subscribed kick
 ok $? "agent: subscribed to Docker's events"
+# The rule is about the previous verdict: there must be one (healthy) when
+# dockerd hangs. On a loaded machine the subscription came before the first
+# refresh had ended, and every answer was "not determined yet".
+wait_for 15 healthd_query_is kick "$HEALTHD_OK"
 hang_and_check kick "dockerd hung after the agent subscribed"
 if grep -q 'refresh (event) failed' "$DH_T/hd-kick.log"; then
 	diag "an event-kicked refresh was in flight when dockerd hung"

@@ -72,7 +72,7 @@ term_and_time() {
 # --- READY, STATUS, WATCHDOG, STOPPING on a status-file app -----------------
 write_status healthy
 start_listener n "$T/agent.sock"
-NOTIFY_SOCKET=$T/n.sock WATCHDOG_USEC=2000000 "$BIN" -c "$T/healthd.json" \
+NOTIFY_SOCKET=$T/n.sock WATCHDOG_USEC=4000000 "$BIN" -c "$T/healthd.json" \
 	--compose-file "$T/app.json" --listen "unix:$T/agent.sock" --interval 0.2 \
 	2>"$T/agent.err" &
 AGENT=$!
@@ -105,24 +105,25 @@ write_status healthy
 wait_for 20 at_least n ' STATUS=healthy' 2
 ok $? "STATUS= follows the verdict back to healthy"
 
-# Five more pings are 5 s of refreshes every 0.2 s, none of which changes
+# Five more pings are 10 s of refreshes every 0.2 s, none of which changes
 # the verdict: none may send a STATUS.
 statuses=$(n_lines n ' STATUS=')
 pings=$(n_lines n ' WATCHDOG=1$')
-wait_for 20 at_least n ' WATCHDOG=1$' $((pings + 5))
+wait_for 40 at_least n ' WATCHDOG=1$' $((pings + 5))
 ok $? "WATCHDOG=1 keeps coming"
 is "$(n_lines n ' STATUS=')" "$statuses" "no STATUS= while the verdict stays the same"
 
-# Half of WATCHDOG_USEC=2000000 is 1 s; never as late as the full period.
+# Half of WATCHDOG_USEC=4000000 is 2 s; never as late as the full period.
 # (A period of seconds, not 0.6 s: on a loaded machine a thread's wakeup
-# can be a few hundred ms late, which is not what this checks.)
+# can be a few hundred ms late, which is not what this checks. At 2 s, a
+# ping only 1 s late would reach the period; systemd.sh saw as much.)
 gaps=$(awk '$3 == "WATCHDOG=1" { if (p) print $1 - p; p = $1 }' "$T/n.log" | sort -n)
 median=$(printf '%s\n' "$gaps" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
 worst=$(printf '%s\n' "$gaps" | tail -n1)
 diag "watchdog gaps (ms): $(echo $gaps)"
-[ "$median" -ge 700 ] && [ "$median" -le 1300 ]
-ok $? "WATCHDOG=1 every ~1 s, half of WATCHDOG_USEC (median gap $median ms)"
-[ "$worst" -lt 2000 ]
+[ "$median" -ge 1400 ] && [ "$median" -le 2600 ]
+ok $? "WATCHDOG=1 every ~2 s, half of WATCHDOG_USEC (median gap $median ms)"
+[ "$worst" -lt 4000 ]
 ok $? "no gap between pings reaches the watchdog period (worst $worst ms)"
 
 # --- SIGHUP: a good config is taken, a bad one refused, the agent serves on -
@@ -135,7 +136,7 @@ kill -HUP "$AGENT"
 wait_for 20 grep -q 'refused' "$T/agent.err"
 like "$(grep 'refused' "$T/agent.err")" 'no_such_option' "SIGHUP with a bad config: refused, naming the field"
 pings=$(n_lines n ' WATCHDOG=1$')
-wait_for 20 at_least n ' WATCHDOG=1$' $((pings + 3))
+wait_for 30 at_least n ' WATCHDOG=1$' $((pings + 3))
 ok $? "after the refused reload the loop still runs"
 like "$(curl -s --max-time 10 --unix-socket "$T/agent.sock" http://x/prpc/v1/Health)" \
 	'"healthy":true' "after the refused reload the agent still serves the verdict"

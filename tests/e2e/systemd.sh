@@ -300,8 +300,10 @@ in_c systemctl start dstack-healthd
 wait_for 30 running
 in_c systemctl start app-compose
 is "$(prop dstack-healthd-drain.service ActiveState)" active "starting app-compose starts the drain unit (it resumes)"
+# A poller as the gateway polls: every 200 ms, its timeout the spec's 2 s
+# (1 s lost answers the gateway would have had on a loaded machine).
 $D exec -d "$C" sh -c 'echo $$ >/tmp/poller.pid; while :; do
-	b=$(curl -s --max-time 1 -X POST "http://127.0.0.1:8090/prpc/v1/Health?json" -d "{}")
+	b=$(curl -s --max-time 2 -X POST "http://127.0.0.1:8090/prpc/v1/Health?json" -d "{}")
 	printf "%s\t%s\n" "$(date +%s%N)" "$b" >>/tmp/poll.log; sleep 0.2; done'
 wait_for 20 in_c grep -q healthy /tmp/poll.log
 DRAINED='{"healthy":false,"unhealthy":[{"name":"<drain>","status":"draining: the instance is being taken out of rotation"}],"error":""}'

@@ -253,6 +253,9 @@ def deadline_attack(target, source):
 
 def nul(target, source):
     s = connect(target, source, block=True)
+    # Longer than the agent's header_timeout: a connection held until it
+    # must show as held, not as a recv that gave up first.
+    s.settimeout(45)
     t0 = time.monotonic()
     try:
         s.sendall(b"\x00\x01\x02 garbage \xff\xfe\r\n\r\n")
