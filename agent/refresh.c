@@ -158,9 +158,9 @@ static void publish(struct refresher *rf, const struct verdict *v)
 static void kick(void *rf);
 
 /* A kick that cannot repeat on its own, refreshed as soon as this spacing
- * allows, not the events' min_refresh_spacing: a probe's record changed
- * (issue 27; the prober asks only when a record's public words change, at
- * most once per probe), or a container was sent a signal that may begin its
+ * allows, not the events' min_refresh_spacing: a probe's record turned
+ * healthy or stopped being so (issues 27 and 34; a reason that moves within
+ * a class is a plain kick), or a container was sent a signal that may begin its
  * stop (issue 29; once per signal and start of a container, so a loop of
  * `docker kill -s HUP` cannot raise the rate of queries). */
 #define SOON_SPACING_MS 20
@@ -184,10 +184,10 @@ static void probes_start(struct refresher *rf)
 	if (k != SOURCE_DOCKER && k != SOURCE_NERDCTL)
 		return;
 	if (rf->st.prober) {
-		prober_set_kick(rf->st.prober, kick_soon, rf);
+		prober_set_kick(rf->st.prober, kick, kick_soon, rf);
 		return;
 	}
-	if (prober_start(kick_soon, rf, &rf->st.prober, &err) < 0)
+	if (prober_start(kick, kick_soon, rf, &rf->st.prober, &err) < 0)
 		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
 }
 
@@ -455,7 +455,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
 		if (rf->st.prober)
-			prober_set_kick(rf->st.prober, NULL, NULL);
+			prober_set_kick(rf->st.prober, NULL, NULL, NULL);
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
@@ -506,7 +506,7 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	watch_join(rf->watcher);
 	/* Its kick names this refresher, which is about to go. */
 	if (rf->st.prober)
-		prober_set_kick(rf->st.prober, NULL, NULL);
+		prober_set_kick(rf->st.prober, NULL, NULL, NULL);
 	stops_free(rf->mem.stops);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);

@@ -38,6 +38,7 @@ struct target {
 	uint64_t gen; /* names it to the connection probing it */
 	struct probe_state st;
 	char text[160]; /* the public words last told: a change kicks */
+	bool told_healthy; /* the class last told: a change kicks soon */
 	int64_t due;    /* CLOCK_MONOTONIC ms */
 	bool in_flight;
 };
@@ -72,6 +73,7 @@ struct prober {
 	uint64_t counts[PROBE_N_RESULTS];
 	bool stop;
 	void (*kick)(void *);
+	void (*kick_soon)(void *);
 	void *kick_arg;
 	int epfd, wake_fd;
 	struct conn c[PROBER_MAX_SOCKETS];
@@ -260,7 +262,7 @@ static void conn_close(struct prober *p, struct conn *c)
  * closes c. */
 static void finish(struct prober *p, struct conn *c, enum probe_result r, int status)
 {
-	bool kick = false;
+	bool kick = false, soon = false;
 	int64_t now = clock_mono_ms(), real = clock_real_ms();
 	uint64_t gen = c->gen;
 	int64_t start = c->start_real;
@@ -276,10 +278,16 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 		probe_state_apply(&t->st, &t->spec, r, status, start, t->started_ms, real);
 		probe_state_text(&t->st, text, sizeof(text));
 		/* A change in the public words (status, or the reason of a
-		 * failing probe) is what a refresh would publish: ask for one
-		 * now, as Docker's health_status event does. */
+		 * failing probe) is what a refresh would publish: ask for one,
+		 * as Docker's health_status event does. Only a change of class
+		 * (healthy or not) is worth skipping min_refresh_spacing: a
+		 * reason that moves (500, 503, refused, timed out) waits for
+		 * it like any event (issue 34). */
+		bool healthy = t->st.status == PROBE_HEALTHY;
 		kick = strcmp(text, t->text) != 0;
+		soon = healthy != t->told_healthy;
 		memcpy(t->text, text, sizeof(text));
+		t->told_healthy = healthy;
 		t->in_flight = false;
 		/* Docker: the interval runs from the end of one probe. */
 		t->due = now + t->spec.interval_ms;
@@ -288,15 +296,18 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 	/* Called under the lock, so that prober_set_kick, once it returns,
 	 * leaves no call to the old one under way (the callee only sets a
 	 * flag). */
-	if (kick && p->kick)
-		p->kick(p->kick_arg);
+	void (*k)(void *) = soon && p->kick_soon ? p->kick_soon : p->kick;
+	if (kick && k)
+		k(p->kick_arg);
 	pthread_mutex_unlock(&p->lock);
 }
 
-void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg)
+void prober_set_kick(struct prober *p, void (*kick)(void *), void (*kick_soon)(void *),
+		     void *arg)
 {
 	pthread_mutex_lock(&p->lock);
 	p->kick = kick;
+	p->kick_soon = kick_soon;
 	p->kick_arg = arg;
 	pthread_mutex_unlock(&p->lock);
 }
@@ -686,12 +697,14 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-int prober_start(void (*kick)(void *), void *arg, struct prober **out, struct errbuf *err)
+int prober_start(void (*kick)(void *), void (*kick_soon)(void *), void *arg,
+		 struct prober **out, struct errbuf *err)
 {
 	struct prober *p = calloc(1, sizeof(*p));
 	if (!p)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	p->kick = kick;
+	p->kick_soon = kick_soon;
 	p->kick_arg = arg;
 	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
 		p->c[i].fd = -1;
