@@ -29,7 +29,8 @@ struct refresher {
 	struct opview *view;
 	bool ran_once;
 	struct refresh_state st;
-	/* The loop thread's, but for mem.stops, which the watcher notes in. */
+	/* The loop thread's, but for mem.stops, which the watcher notes in;
+	 * both point into st, which a reload hands on. */
 	struct source_memory mem;
 	int64_t watchdog_ms;
 
@@ -395,6 +396,7 @@ void refresh_state_free(struct refresh_state *st)
 	prober_stop(st->prober);
 	verdict_free(&st->current);
 	gap_free(&st->gap);
+	stops_free(st->stops);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -404,7 +406,6 @@ static void refresher_discard(struct refresher *rf)
 	if (!rf)
 		return;
 	refresh_state_free(&rf->st);
-	stops_free(rf->mem.stops);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -427,14 +428,16 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		rf->st = *keep;
 		verdict_init(&keep->current);
 		keep->prober = NULL;
+		keep->stops = NULL;
 		memset(&keep->gap, 0, sizeof(keep->gap));
 	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
 		/* A new source (gating just turned on, say): what was said about
 		 * the old one must not stand until the first refresh ends. */
 		publish(rf, &rf->st.current);
 	}
-	if (r == 0)
-		r = stops_new(&rf->mem.stops);
+	if (r == 0 && !rf->st.stops)
+		r = stops_new(&rf->st.stops);
+	rf->mem.stops = rf->st.stops;
 	rf->mem.gap = &rf->st.gap;
 	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
@@ -507,7 +510,6 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	/* Its kick names this refresher, which is about to go. */
 	if (rf->st.prober)
 		prober_set_kick(rf->st.prober, NULL, NULL, NULL);
-	stops_free(rf->mem.stops);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);
