@@ -464,7 +464,7 @@ static bool read_some(struct prober *p, struct conn *c)
 	/* Level-triggered: what is left is read at the next turn. mbedtls may
 	 * hold decrypted bytes the socket no longer signals, so a TLS probe
 	 * reads on while some are pending, up to 64 reads a turn; past that
-	 * (an endless run of 1xx heads) it is left to its timeout. */
+	 * (a peer that always has bytes) it is left to its timeout. */
 	for (int rounds = 0; rounds < 8 || (c->ssl && rounds < 64 &&
 					    mbedtls_ssl_check_pending(c->ssl)); rounds++) {
 		ssize_t n;
@@ -640,7 +640,7 @@ static int64_t nearest_deadline(const struct prober *p)
  * step runs to its end), and an answer that came meanwhile came in time,
  * so what is ready now is read first. That is one more step for each late
  * probe, never two, so that a peer that always has bytes ready (an endless
- * run of 1xx heads) still times out. */
+ * header trickled) still times out. */
 static void expire(struct prober *p, struct epoll_event *ev)
 {
 	int64_t now = clock_mono_ms();

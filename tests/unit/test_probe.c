@@ -160,6 +160,7 @@ static void labels(void)
 	}
 }
 
+#define I1XX "HTTP/1.1 100 Continue\r\n\r\n"
 static void answers(void)
 {
 	static const struct {
@@ -181,6 +182,10 @@ static void answers(void)
 		{ "", true, PROBE_CUT, 0 },
 		{ "SSH-2.0-OpenSSH_9.2\r\n", false, PROBE_BAD_ANSWER, 0 },
 		{ "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 200 },
+		/* Five interim answers at most, as Go's client (kubelet's): the
+		 * sixth ends the probe at once, not at its timeout (issue 34). */
+		{ I1XX I1XX I1XX I1XX I1XX "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 200 },
+		{ I1XX I1XX I1XX I1XX I1XX I1XX, false, PROBE_TOO_BIG, 100 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, PROBE_PASS, 200 },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
