@@ -4,7 +4,9 @@
  * vouch for. One connection per request; every step under one deadline. */
 #include "runtime/docker.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,23 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err)
 	struct http_endpoint ep;
 	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &ep, err);
 	return r < 0 ? r : http_tls_check(&ep, err);
+}
+
+bool docker_host_is_local(const char *host)
+{
+	struct http_endpoint ep;
+	struct errbuf e;
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (http_endpoint_parse(host, false, NULL, &ep, &e) < 0)
+		return false;
+	if (ep.transport == HTTP_UNIX)
+		return true;
+	if (strcmp(ep.host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, ep.host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, ep.host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
 /* "timed out after 10 s": the time the refresh gave the call, which is what

@@ -116,6 +116,22 @@ int main(void)
 		free(todo.v);
 	}
 
+	/* Where the Docker host is (issue 34): only this machine's may have
+	 * its containers probed. */
+	static const struct {
+		const char *host;
+		bool local;
+	} hosts[] = {
+		{ "unix:///var/run/docker.sock", true }, { "tcp://127.0.0.1:2375", true },
+		{ "tcp://127.1.2.3:2376", true },	 { "tcp://[::1]:2375", true },
+		{ "tcp://localhost:2375", true },	 { "tcp://10.0.0.5:2375", false },
+		{ "tcp://docker.example:2376", false },	 { "tcp://[fe80::1]:2375", false },
+		{ "tcp://128.0.0.1:2375", false },	 { "npipe:////./pipe/docker", false },
+	};
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		is_int(docker_host_is_local(hosts[i].host), hosts[i].local, "%s: %s", hosts[i].host,
+		       hosts[i].local ? "this machine" : "another");
+
 	/* Two items: the agent's from the list, the app's queued, in one body. */
 	char a[512], b[512], body[1100];
 	item(a, sizeof(a), ID_ME, "healthd", "running", NULL);

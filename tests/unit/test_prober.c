@@ -226,7 +226,7 @@ static void run_alone(struct container_list *l, void (*k)(void *))
 	if (!ok(prober_start(k, NULL, NULL, &p, &err) == 0, "a prober of its own starts (%s)", err.msg))
 		return;
 	wait_idle(before, nb);
-	probes_sync(p, l, NULL);
+	probes_sync(p, l, NULL, false);
 	int64_t until = clock_mono_ms() + 30000;
 	uint64_t done = 0;
 	while (done < l->n && clock_mono_ms() < until) {
@@ -237,7 +237,7 @@ static void run_alone(struct container_list *l, void (*k)(void *))
 		for (int r = 0; r < PROBE_N_RESULTS; r++)
 			done += counts[r];
 	}
-	probes_sync(p, l, NULL);
+	probes_sync(p, l, NULL, false);
 	prober_stop(p);
 }
 
@@ -338,7 +338,7 @@ static void sockets_bounded(int silent_port)
 	if (!ok(prober_start(NULL, NULL, NULL, &p, &err) == 0, "a second prober starts (%s)", err.msg))
 		return;
 	int base = count_fds(), most = base;
-	probes_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL, false);
 	int64_t until = clock_mono_ms() + 60000;
 	uint64_t counts[PROBE_N_RESULTS] = { 0 };
 	while (counts[PROBE_TIMEOUT] < 100 && clock_mono_ms() < until) {
@@ -404,7 +404,7 @@ static void kick_by_class(void)
 		bool seen = false;
 		for (int64_t until = clock_mono_ms() + 20000; !seen && clock_mono_ms() < until;) {
 			usleep(20000);
-			probes_sync(p, &l, NULL);
+			probes_sync(p, &l, NULL, false);
 			const struct container_probe *cp = l.v[0].probe;
 			seen = cp && cp->probed && cp->state.last_status == steps[i].code &&
 			       cp->state.status == steps[i].st;
@@ -469,7 +469,7 @@ int main(void)
 	bool all = false;
 	while (!all && clock_mono_ms() < until) {
 		usleep(100000);
-		all = probes_sync(p, &l, NULL) == 0;
+		all = probes_sync(p, &l, NULL, false) == 0;
 		for (size_t i = 0; i < l.n; i++)
 			all = all && l.v[i].probe && l.v[i].probe->probed &&
 			      l.v[i].probe->state.runs > 0;
@@ -521,7 +521,7 @@ int main(void)
 	 * can have run yet. */
 	is_int(l.v[0].probe->state.status, PROBE_HEALTHY, "http: healthy before its restart");
 	l.v[0].started_at_ns += 5000000000LL;
-	probes_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL, false);
 	ok(l.v[0].probe->probed && l.v[0].probe->state.status == PROBE_STARTING &&
 		   l.v[0].probe->state.runs == 0,
 	   "a restarted container starts over at starting (status %d, %llu runs)",
@@ -531,7 +531,7 @@ int main(void)
 	free(l.v[0].state);
 	l.v[0].state = strdup("exited");
 	l.v[0].running = false;
-	probes_sync(p, &l, NULL);
+	probes_sync(p, &l, NULL, false);
 	ok(!l.v[0].probe->probed, "a container that stopped is not probed");
 
 	int64_t t0 = clock_mono_ms();
