@@ -77,6 +77,7 @@ struct prober {
 	void *kick_arg;
 	int epfd, wake_fd;
 	struct conn c[PROBER_MAX_SOCKETS];
+	struct target *ready[PROBER_MAX_TARGETS]; /* start_due's, the thread's alone */
 	/* TLS, set up at the first HTTPS or gRPC-over-TLS probe: one config
 	 * for each (gRPC's offers ALPN h2). */
 	bool tls_ready, tls_failed;
@@ -102,6 +103,13 @@ static void wake(struct prober *p)
 		/* An eventfd this far from overflow does not fail; without the
 		 * wake the new targets wait for the next deadline. */
 	}
+}
+
+static void stalled(struct probe_state *s)
+{
+	s->status = PROBE_UNHEALTHY;
+	s->last = PROBE_STALLED;
+	s->last_status = 0;
 }
 
 int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
@@ -141,8 +149,16 @@ int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
 			/* At once, not an interval later as Docker does. */
 			w[k].due = now;
 		}
-		/* The record as it is now, for the judge. */
+		/* The record as it is now, for the judge; one the prober has
+		 * not renewed within interval + timeout + slack is no longer
+		 * the app's word (a starved or wedged prober), and says so. */
 		records[k] = w[k].st;
+		if (w[k].st.runs > 0 && !w[k].in_flight &&
+		    now > w[k].due + w[k].spec.timeout_ms + PROBER_STALL_SLACK_MS)
+			stalled(&records[k]);
+		else if (w[k].st.runs > 0 && w[k].in_flight &&
+			 now > w[k].due + 2 * w[k].spec.timeout_ms + PROBER_STALL_SLACK_MS)
+			stalled(&records[k]);
 	}
 	free(p->t);
 	p->t = w;
@@ -599,12 +615,22 @@ static bool stopping(struct prober *p)
 	return s;
 }
 
-/* Starts the probes that are due, as far as sockets allow; returns when
- * the next one is due (INT64_MAX for none). */
+static int by_due(const void *a, const void *b)
+{
+	int64_t x = (*(const struct target *const *)a)->due, y = (*(const struct target *const *)b)->due;
+	return x < y ? -1 : x > y;
+}
+
+/* Starts the probes that are due, as far as sockets allow, the longest
+ * overdue first (in list order, a target behind 64 that are always due
+ * would never be probed); returns when the next one not yet due is due
+ * (INT64_MAX for none). Due ones left without a socket need no wake of
+ * their own: a socket frees only when a probe ends, on this thread, which
+ * then comes here again. */
 static int64_t start_due(struct prober *p, int64_t now)
 {
-	struct target due[PROBER_MAX_SOCKETS];
-	size_t free_slots = 0, n = 0;
+	struct target **ready = p->ready, due[PROBER_MAX_SOCKETS];
+	size_t free_slots = 0, n = 0, nready = 0;
 	int64_t next = INT64_MAX;
 	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
 		free_slots += !p->c[i].used;
@@ -613,12 +639,16 @@ static int64_t start_due(struct prober *p, int64_t now)
 		struct target *t = &p->t[k];
 		if (t->in_flight)
 			continue;
-		if (t->due <= now && n < free_slots) {
-			t->in_flight = true;
-			due[n++] = *t;
-		} else if (t->due < next) {
-			next = t->due <= now ? now + 10 : t->due;
-		}
+		if (t->due <= now)
+			ready[nready++] = t;
+		else if (t->due < next)
+			next = t->due;
+	}
+	if (nready > free_slots)
+		qsort(ready, nready, sizeof(ready[0]), by_due);
+	for (size_t k = 0; k < nready && n < free_slots; k++) {
+		ready[k]->in_flight = true;
+		due[n++] = *ready[k];
 	}
 	pthread_mutex_unlock(&p->lock);
 	for (size_t i = 0; i < n; i++)

@@ -20,6 +20,9 @@
 #define PROBER_MAX_SOCKETS 64
 /* Probed containers; more are entries ("too many probes"), not probes. */
 #define PROBER_MAX_TARGETS 1024
+/* A record not renewed within interval + timeout + this is "probe stalled"
+ * (one in flight: interval + twice the timeout + this). */
+#define PROBER_STALL_SLACK_MS 2000
 
 struct prober;
 

@@ -420,6 +420,127 @@ static void kick_by_class(void)
 	pthread_join(th, NULL);
 }
 
+static void set_timing(struct container *c, const char *interval, const char *timeout)
+{
+	free(c->probe_labels.interval);
+	free(c->probe_labels.timeout);
+	c->probe_labels.interval = strdup(interval);
+	c->probe_labels.timeout = strdup(timeout);
+}
+
+/* 128 probes of a silent server, every 1 s with a 1 s timeout, and one of a
+ * server that answers, last in the list: more are due than the 64 sockets
+ * take, over and over. Taken in list order the last one never got a socket
+ * (issue 34); the longest overdue first, it is probed and healthy. */
+static void earliest_due_first(int silent_port, int http_port)
+{
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", silent_port);
+	for (int i = 0; i < 128; i++)
+		set_timing(add(&l, "silent", probe), "1s", "1s");
+	snprintf(probe, sizeof(probe), "http://:%d/", http_port);
+	struct container *h = add(&l, "last", probe);
+	set_timing(h, "1s", "500ms");
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	if (!ok(prober_start(NULL, NULL, NULL, &p, &err) == 0, "a prober starts (%s)", err.msg))
+		return;
+	bool probed = false;
+	for (int64_t until = clock_mono_ms() + 20000; !probed && clock_mono_ms() < until;) {
+		usleep(100000);
+		probes_sync(p, &l, NULL, false);
+		const struct container_probe *cp = l.v[l.n - 1].probe;
+		probed = cp && cp->state.runs > 0 && cp->state.status == PROBE_HEALTHY;
+	}
+	ok(probed, "the last of 129 always-due probes is probed and healthy (runs %llu)",
+	   (unsigned long long)l.v[l.n - 1].probe->state.runs);
+	prober_stop(p);
+	container_list_free(&l);
+}
+
+/* The thread started after the snapshot before[n], or 0. */
+static long new_task(const long *before, size_t n)
+{
+	long now[64], tid = 0;
+	size_t m = tasks(now, 64);
+	for (size_t i = 0; i < m && !tid; i++) {
+		tid = now[i];
+		for (size_t j = 0; j < n && tid; j++)
+			tid = before[j] == now[i] ? 0 : tid;
+	}
+	return tid;
+}
+
+/* How many times thread tid slept and woke (voluntary_ctxt_switches). */
+static long wakes(long tid)
+{
+	char path[64], line[128];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* A record the prober cannot renew is not the app's word: a probe that
+ * passed, then finds every socket held for 10 s, is "probe stalled" once
+ * interval + timeout + 2 s have passed, not "healthy" (issue 34). */
+static void stalled_record(int silent_port, int http_port)
+{
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", http_port);
+	set_timing(add(&l, "renewed", probe), "1s", "500ms");
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	long before[64];
+	size_t nb = tasks(before, 64);
+	if (!ok(prober_start(NULL, NULL, NULL, &p, &err) == 0, "a prober starts (%s)", err.msg))
+		return;
+	long tid = new_task(before, nb);
+	bool healthy = false;
+	for (int64_t until = clock_mono_ms() + 20000; !healthy && clock_mono_ms() < until;) {
+		usleep(50000);
+		probes_sync(p, &l, NULL, false);
+		healthy = l.v[0].probe && l.v[0].probe->state.status == PROBE_HEALTHY;
+	}
+	ok(healthy, "stall: the probe passed first");
+	/* Now 64 probes that hold every socket for 10 s. */
+	snprintf(probe, sizeof(probe), "http://:%d/", silent_port);
+	for (int i = 0; i < PROBER_MAX_SOCKETS; i++)
+		set_timing(add(&l, "holder", probe), "1h", "10s");
+	probes_sync(p, &l, NULL, false);
+	int64_t t0 = clock_mono_ms();
+	long w0 = wakes(tid);
+	bool seen = false;
+	while (!seen && clock_mono_ms() - t0 < 9000) {
+		usleep(100000);
+		probes_sync(p, &l, NULL, false);
+		seen = l.v[0].probe->state.last == PROBE_STALLED;
+	}
+	int64_t took = clock_mono_ms() - t0;
+	char text[160];
+	probe_state_text(&l.v[0].probe->state, text, sizeof(text));
+	ok(seen && l.v[0].probe->state.status == PROBE_UNHEALTHY,
+	   "stall: with no socket for it, the record says so after %lld ms (%s)", (long long)took,
+	   text);
+	is_str(text, "probe unhealthy (probe stalled)", "stall: the public words");
+	/* Meanwhile a probe was due with every socket full: the thread waits
+	 * for a socket to free, not on a 10 ms timer (that was 100 wakes a
+	 * second). What woke it: this test's syncs, 10 a second. */
+	long woke = wakes(tid) - w0;
+	double rate = (double)woke * 1000 / (double)(took > 0 ? took : 1);
+	ok(tid > 0 && w0 >= 0 && rate < 40, "stall: the thread woke %ld times in %lld ms (%.0f/s)",
+	   woke, (long long)took, rate);
+	prober_stop(p);
+	container_list_free(&l);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_prober.XXXXXX", probe[64];
@@ -540,6 +661,8 @@ int main(void)
 	container_list_free(&l);
 	sockets_bounded(silent_port);
 	kick_by_class();
+	earliest_due_first(silent_port, hport);
+	stalled_record(silent_port, hport);
 	stall_spares_answers();
 	deadline_without_events();
 	shutdown(hfd, SHUT_RDWR);
