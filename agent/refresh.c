@@ -29,7 +29,8 @@ struct refresher {
 	struct opview *view;
 	bool ran_once;
 	struct refresh_state st;
-	/* The loop thread's, but for mem.stops, which the watcher notes in. */
+	/* The loop thread's, but for mem.stops, which the watcher notes in;
+	 * both point into st, which a reload hands on. */
 	struct source_memory mem;
 	int64_t watchdog_ms;
 
@@ -158,9 +159,9 @@ static void publish(struct refresher *rf, const struct verdict *v)
 static void kick(void *rf);
 
 /* A kick that cannot repeat on its own, refreshed as soon as this spacing
- * allows, not the events' min_refresh_spacing: a probe's record changed
- * (issue 27; the prober asks only when a record's public words change, at
- * most once per probe), or a container was sent a signal that may begin its
+ * allows, not the events' min_refresh_spacing: a probe's record turned
+ * healthy or stopped being so (issues 27 and 34; a reason that moves within
+ * a class is a plain kick), or a container was sent a signal that may begin its
  * stop (issue 29; once per signal and start of a container, so a loop of
  * `docker kill -s HUP` cannot raise the rate of queries). */
 #define SOON_SPACING_MS 20
@@ -184,10 +185,10 @@ static void probes_start(struct refresher *rf)
 	if (k != SOURCE_DOCKER && k != SOURCE_NERDCTL)
 		return;
 	if (rf->st.prober) {
-		prober_set_kick(rf->st.prober, kick_soon, rf);
+		prober_set_kick(rf->st.prober, kick, kick_soon, rf);
 		return;
 	}
-	if (prober_start(kick_soon, rf, &rf->st.prober, &err) < 0)
+	if (prober_start(kick, kick_soon, rf, &rf->st.prober, &err) < 0)
 		log_msg(LOG_WARNING, "%s; probes are not run", err.msg);
 }
 
@@ -395,6 +396,7 @@ void refresh_state_free(struct refresh_state *st)
 	prober_stop(st->prober);
 	verdict_free(&st->current);
 	gap_free(&st->gap);
+	stops_free(st->stops);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -404,7 +406,6 @@ static void refresher_discard(struct refresher *rf)
 	if (!rf)
 		return;
 	refresh_state_free(&rf->st);
-	stops_free(rf->mem.stops);
 	free(rf);
 }
 DEFINE_PTR_CLEANUP(struct refresher, refresher_discard)
@@ -427,14 +428,16 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 		rf->st = *keep;
 		verdict_init(&keep->current);
 		keep->prober = NULL;
+		keep->stops = NULL;
 		memset(&keep->gap, 0, sizeof(keep->gap));
 	} else if ((r = source_initial_verdict(m, &rf->st.current)) == 0) {
 		/* A new source (gating just turned on, say): what was said about
 		 * the old one must not stand until the first refresh ends. */
 		publish(rf, &rf->st.current);
 	}
-	if (r == 0)
-		r = stops_new(&rf->mem.stops);
+	if (r == 0 && !rf->st.stops)
+		r = stops_new(&rf->st.stops);
+	rf->mem.stops = rf->st.stops;
 	rf->mem.gap = &rf->st.gap;
 	if (r < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
@@ -455,7 +458,7 @@ int refresh_start(const struct config *cfg, struct manifest *m, struct cache *ca
 	r = pthread_create(&rf->thread, NULL, loop, rf);
 	if (r != 0) {
 		if (rf->st.prober)
-			prober_set_kick(rf->st.prober, NULL, NULL);
+			prober_set_kick(rf->st.prober, NULL, NULL, NULL);
 		pthread_cond_destroy(&rf->cond);
 		pthread_mutex_destroy(&rf->lock);
 		close(rf->cancel_fd);
@@ -506,8 +509,7 @@ void refresh_stop(struct refresher *rf, struct refresh_state *keep)
 	watch_join(rf->watcher);
 	/* Its kick names this refresher, which is about to go. */
 	if (rf->st.prober)
-		prober_set_kick(rf->st.prober, NULL, NULL);
-	stops_free(rf->mem.stops);
+		prober_set_kick(rf->st.prober, NULL, NULL, NULL);
 	close(rf->cancel_fd);
 	pthread_cond_destroy(&rf->cond);
 	pthread_mutex_destroy(&rf->lock);

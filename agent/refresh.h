@@ -17,6 +17,8 @@
 #include "base/err.h"
 #include "runtime/gap.h"
 
+struct stops;
+
 /* A failed refresh keeps the previous verdict this many times in a row; the
  * next failure is reported (docs/design.md §4). */
 #define REFRESH_KEPT_FAILURES 2
@@ -40,6 +42,10 @@ struct refresh_state {
 	/* The Compose services seen, for the gap of a recreate (issue 29):
 	 * handed on the same way, so that a reload during a gap keeps it. */
 	struct gap gap;
+	/* The kills Docker's events reported (runtime/stops.h): handed on the
+	 * same way, so that a reload during a stop does not make the stopping
+	 * container look healthy again (issue 34). */
+	struct stops *stops;
 };
 
 /* Pure: the verdict to publish after a refresh that returned r (with verdict v

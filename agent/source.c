@@ -280,10 +280,12 @@ static int judge_containers(const struct config *cfg, const struct app_compose *
 	for (size_t i = 0; r >= 0 && self->id && i < l.n; i++)
 		l.v[i].agent_self = l.v[i].id && strcmp(l.v[i].id, self->id) == 0;
 	if (r >= 0 && stops)
-		stops_apply(stops, &l, mark);
+		stops_apply(stops, &l, mark, clock_real_ms() * 1000000);
 	/* The probes' latest records (issue 27), read, never waited for: the
 	 * prober runs on its own clock and kicks a refresh when one changes. */
-	if (r >= 0 && (r = probes_sync(probes, &l, probe_origin(app, &l, self))) < 0)
+	if (r >= 0 && (r = probes_sync(probes, &l, probe_origin(app, &l, self),
+					     source_kind(app) == SOURCE_DOCKER &&
+						     !docker_host_is_local(cfg->docker_host))) < 0)
 		errbuf_set(err, ENOMEM, "out of memory");
 	if (r >= 0)
 		r = containers_judge(&l, out);

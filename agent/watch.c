@@ -84,7 +84,11 @@ static bool cancelled(const struct watcher *w)
 struct watch_log {
 	unsigned failures; /* in a row, since the stream was last up */
 	bool was_up;
-	char project[256]; /* last followed, cut: only compared for logging */
+	char project[256]; /* last followed, cut: compared for logging and since */
+	/* The last event's timeNano (or the time the stream opened, before
+	 * any came): a new stream of the same project asks from there, so that
+	 * a kill sent while none was open is replayed, not lost (issue 34). */
+	int64_t since_ns;
 };
 
 /* Sleeps ms, or less when stopping: false then. */
@@ -115,8 +119,8 @@ static bool project_changed(const struct watcher *w, const char *project, bool f
 /* Reads events until the stream ends or breaks (a negative errno), or is
  * to be opened afresh (1): the runtime file names another project, or it was
  * silent too long. *healthy: it lasted. */
-static int follow(struct watcher *w, struct events *ev, const char *project, bool from_self,
-		  bool *healthy, struct errbuf *err)
+static int follow(struct watcher *w, struct watch_log *wl, struct events *ev,
+		  const char *project, bool from_self, bool *healthy, struct errbuf *err)
 {
 	int64_t since = clock_mono_ms(), last = since;
 	int r;
@@ -125,6 +129,8 @@ static int follow(struct watcher *w, struct events *ev, const char *project, boo
 		r = events_next(ev, clock_mono_ms() + EVENTS_RECHECK_MS, &e, err);
 		if (r == 1) {
 			enum stops_noted noted = stops_note(w->stops, &e);
+			if (e.time_ns > wl->since_ns)
+				wl->since_ns = e.time_ns;
 			if (e.signal)
 				log_msg(LOG_DEBUG, "Docker event: %s %s, signal %d", e.name, e.action,
 					e.signal);
@@ -153,6 +159,9 @@ static int follow(struct watcher *w, struct events *ev, const char *project, boo
 static void watch_up(struct watch_log *wl, const char *project)
 {
 	bool same = wl->was_up && strncmp(wl->project, project, sizeof(wl->project) - 1) == 0;
+	/* Another project's times say nothing of this one's events. */
+	if (!same || wl->since_ns == 0)
+		wl->since_ns = clock_real_ms() * 1000000;
 	if (wl->failures > 0 && same)
 		log_msg(LOG_NOTICE, "Docker events: following project %s again", project);
 	else if (!same)
@@ -181,14 +190,18 @@ static int watch_once(struct watcher *w, struct watch_log *wl, bool *healthy,
 		return r;
 	struct docker_opts o;
 	source_docker_opts(w->cfg, w->cancel_fd, &o);
-	r = events_subscribe(&o, ri.project, clock_mono_ms() + w->cfg->refresh_timeout_ms, &ev,
-			     err);
+	/* The same project as the last stream: from its last event on (one
+	 * nanosecond after, so that it is not replayed). */
+	bool again = wl->was_up && wl->since_ns > 0 &&
+		     strncmp(wl->project, ri.project, sizeof(wl->project) - 1) == 0;
+	r = events_subscribe(&o, ri.project, again ? wl->since_ns + 1 : 0,
+			     clock_mono_ms() + w->cfg->refresh_timeout_ms, &ev, err);
 	if (r == 0) {
 		watch_up(wl, ri.project);
 		stats_up(w, true, NULL);
 		/* Whatever happened while no stream was open went unseen. */
 		w->kick(w->kick_arg);
-		r = follow(w, ev, ri.project, from_self, healthy, err);
+		r = follow(w, wl, ev, ri.project, from_self, healthy, err);
 	}
 	events_close(ev);
 	runtime_info_free(&ri);

@@ -227,7 +227,11 @@ static int end_of_headers(struct http_parser *p, struct errbuf *err)
 	if (st >= 100 && st < 200) {
 		if (st == 101)
 			return fail(p, err, EPROTO, "unexpected 101 Switching Protocols");
-		/* Interim response: the real one follows. */
+		/* Interim response: the real one follows, after at most
+		 * HTTP_MAX_INTERIM of them, as Go's client (kubelet's) allows:
+		 * an endless run must not hold a reader until its timeout. */
+		if (++p->interim > HTTP_MAX_INTERIM)
+			return fail(p, err, E2BIG, "more than 5 interim (1xx) responses");
 		free_headers(&p->resp);
 		p->header_bytes = 0;
 		p->state = ST_STATUS;

@@ -37,12 +37,17 @@ enum http_framing { HTTP_FRAME_NONE, HTTP_FRAME_LENGTH, HTTP_FRAME_CHUNKED, HTTP
 
 /* Incremental parser state; fields are private to http_parse.c and the
  * stream reader of http.c. */
+/* Interim (1xx) responses skipped before the real one; the next is refused
+ * (Go's net/http: max1xxResponses, "too many 1xx informational responses"). */
+#define HTTP_MAX_INTERIM 5
+
 struct http_parser {
 	int state;
 	enum http_framing framing;
 	size_t max_body;
 	size_t header_bytes; /* of the current header section or chunk line */
 	size_t ntrailers;
+	int interim; /* 1xx responses skipped so far */
 	char *line;          /* the line being read */
 	size_t line_len, line_cap;
 	uint64_t remaining; /* bytes left of the body or the current chunk */

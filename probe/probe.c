@@ -297,6 +297,7 @@ const char *probe_result_text(enum probe_result r)
 		[PROBE_STREAM_RESET] = "gRPC call reset (RST_STREAM)",
 		[PROBE_GOAWAY] = "connection closed by the server (GOAWAY)",
 		[PROBE_BOUNDS] = "answer over the agent's bounds",
+		[PROBE_STALLED] = "probe stalled",
 	};
 	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
 }
@@ -311,7 +312,7 @@ const char *probe_result_name(enum probe_result r)
 		[PROBE_TOO_BIG] = "too_big", [PROBE_TLS] = "tls", [PROBE_ERROR] = "error",
 		[PROBE_GRPC_STATUS] = "grpc_status", [PROBE_GRPC_NO_MESSAGE] = "grpc_no_message",
 		[PROBE_GRPC_BAD] = "grpc_bad_answer", [PROBE_STREAM_RESET] = "stream_reset",
-		[PROBE_GOAWAY] = "goaway", [PROBE_BOUNDS] = "bounds",
+		[PROBE_GOAWAY] = "goaway", [PROBE_BOUNDS] = "bounds", [PROBE_STALLED] = "stalled",
 	};
 	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
 }

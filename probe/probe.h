@@ -82,6 +82,10 @@ enum probe_result {
 	PROBE_STREAM_RESET,    /* RST_STREAM on the call's stream */
 	PROBE_GOAWAY,          /* the server closed the connection first */
 	PROBE_BOUNDS,          /* a frame, frames or bytes over the bounds */
+	/* Not a probe's result: the record handed to the judge is older than
+	 * interval + timeout + slack (the prober fell behind), so its last
+	 * result no longer speaks for the app (issue 34). */
+	PROBE_STALLED,
 	PROBE_N_RESULTS
 };
 const char *probe_result_text(enum probe_result r);

@@ -38,6 +38,7 @@ struct target {
 	uint64_t gen; /* names it to the connection probing it */
 	struct probe_state st;
 	char text[160]; /* the public words last told: a change kicks */
+	bool told_healthy; /* the class last told: a change kicks soon */
 	int64_t due;    /* CLOCK_MONOTONIC ms */
 	bool in_flight;
 };
@@ -72,9 +73,11 @@ struct prober {
 	uint64_t counts[PROBE_N_RESULTS];
 	bool stop;
 	void (*kick)(void *);
+	void (*kick_soon)(void *);
 	void *kick_arg;
 	int epfd, wake_fd;
 	struct conn c[PROBER_MAX_SOCKETS];
+	struct target *ready[PROBER_MAX_TARGETS]; /* start_due's, the thread's alone */
 	/* TLS, set up at the first HTTPS or gRPC-over-TLS probe: one config
 	 * for each (gRPC's offers ALPN h2). */
 	bool tls_ready, tls_failed;
@@ -100,6 +103,13 @@ static void wake(struct prober *p)
 		/* An eventfd this far from overflow does not fail; without the
 		 * wake the new targets wait for the next deadline. */
 	}
+}
+
+static void stalled(struct probe_state *s)
+{
+	s->status = PROBE_UNHEALTHY;
+	s->last = PROBE_STALLED;
+	s->last_status = 0;
 }
 
 int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
@@ -139,8 +149,16 @@ int prober_sync(struct prober *p, const struct prober_target *want, size_t n,
 			/* At once, not an interval later as Docker does. */
 			w[k].due = now;
 		}
-		/* The record as it is now, for the judge. */
+		/* The record as it is now, for the judge; one the prober has
+		 * not renewed within interval + timeout + slack is no longer
+		 * the app's word (a starved or wedged prober), and says so. */
 		records[k] = w[k].st;
+		if (w[k].st.runs > 0 && !w[k].in_flight &&
+		    now > w[k].due + w[k].spec.timeout_ms + PROBER_STALL_SLACK_MS)
+			stalled(&records[k]);
+		else if (w[k].st.runs > 0 && w[k].in_flight &&
+			 now > w[k].due + 2 * w[k].spec.timeout_ms + PROBER_STALL_SLACK_MS)
+			stalled(&records[k]);
 	}
 	free(p->t);
 	p->t = w;
@@ -260,7 +278,7 @@ static void conn_close(struct prober *p, struct conn *c)
  * closes c. */
 static void finish(struct prober *p, struct conn *c, enum probe_result r, int status)
 {
-	bool kick = false;
+	bool kick = false, soon = false;
 	int64_t now = clock_mono_ms(), real = clock_real_ms();
 	uint64_t gen = c->gen;
 	int64_t start = c->start_real;
@@ -276,10 +294,16 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 		probe_state_apply(&t->st, &t->spec, r, status, start, t->started_ms, real);
 		probe_state_text(&t->st, text, sizeof(text));
 		/* A change in the public words (status, or the reason of a
-		 * failing probe) is what a refresh would publish: ask for one
-		 * now, as Docker's health_status event does. */
+		 * failing probe) is what a refresh would publish: ask for one,
+		 * as Docker's health_status event does. Only a change of class
+		 * (healthy or not) is worth skipping min_refresh_spacing: a
+		 * reason that moves (500, 503, refused, timed out) waits for
+		 * it like any event (issue 34). */
+		bool healthy = t->st.status == PROBE_HEALTHY;
 		kick = strcmp(text, t->text) != 0;
+		soon = healthy != t->told_healthy;
 		memcpy(t->text, text, sizeof(text));
+		t->told_healthy = healthy;
 		t->in_flight = false;
 		/* Docker: the interval runs from the end of one probe. */
 		t->due = now + t->spec.interval_ms;
@@ -288,15 +312,18 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 	/* Called under the lock, so that prober_set_kick, once it returns,
 	 * leaves no call to the old one under way (the callee only sets a
 	 * flag). */
-	if (kick && p->kick)
-		p->kick(p->kick_arg);
+	void (*k)(void *) = soon && p->kick_soon ? p->kick_soon : p->kick;
+	if (kick && k)
+		k(p->kick_arg);
 	pthread_mutex_unlock(&p->lock);
 }
 
-void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg)
+void prober_set_kick(struct prober *p, void (*kick)(void *), void (*kick_soon)(void *),
+		     void *arg)
 {
 	pthread_mutex_lock(&p->lock);
 	p->kick = kick;
+	p->kick_soon = kick_soon;
 	p->kick_arg = arg;
 	pthread_mutex_unlock(&p->lock);
 }
@@ -453,7 +480,7 @@ static bool read_some(struct prober *p, struct conn *c)
 	/* Level-triggered: what is left is read at the next turn. mbedtls may
 	 * hold decrypted bytes the socket no longer signals, so a TLS probe
 	 * reads on while some are pending, up to 64 reads a turn; past that
-	 * (an endless run of 1xx heads) it is left to its timeout. */
+	 * (a peer that always has bytes) it is left to its timeout. */
 	for (int rounds = 0; rounds < 8 || (c->ssl && rounds < 64 &&
 					    mbedtls_ssl_check_pending(c->ssl)); rounds++) {
 		ssize_t n;
@@ -588,12 +615,22 @@ static bool stopping(struct prober *p)
 	return s;
 }
 
-/* Starts the probes that are due, as far as sockets allow; returns when
- * the next one is due (INT64_MAX for none). */
+static int by_due(const void *a, const void *b)
+{
+	int64_t x = (*(const struct target *const *)a)->due, y = (*(const struct target *const *)b)->due;
+	return x < y ? -1 : x > y;
+}
+
+/* Starts the probes that are due, as far as sockets allow, the longest
+ * overdue first (in list order, a target behind 64 that are always due
+ * would never be probed); returns when the next one not yet due is due
+ * (INT64_MAX for none). Due ones left without a socket need no wake of
+ * their own: a socket frees only when a probe ends, on this thread, which
+ * then comes here again. */
 static int64_t start_due(struct prober *p, int64_t now)
 {
-	struct target due[PROBER_MAX_SOCKETS];
-	size_t free_slots = 0, n = 0;
+	struct target **ready = p->ready, due[PROBER_MAX_SOCKETS];
+	size_t free_slots = 0, n = 0, nready = 0;
 	int64_t next = INT64_MAX;
 	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
 		free_slots += !p->c[i].used;
@@ -602,12 +639,16 @@ static int64_t start_due(struct prober *p, int64_t now)
 		struct target *t = &p->t[k];
 		if (t->in_flight)
 			continue;
-		if (t->due <= now && n < free_slots) {
-			t->in_flight = true;
-			due[n++] = *t;
-		} else if (t->due < next) {
-			next = t->due <= now ? now + 10 : t->due;
-		}
+		if (t->due <= now)
+			ready[nready++] = t;
+		else if (t->due < next)
+			next = t->due;
+	}
+	if (nready > free_slots)
+		qsort(ready, nready, sizeof(ready[0]), by_due);
+	for (size_t k = 0; k < nready && n < free_slots; k++) {
+		ready[k]->in_flight = true;
+		due[n++] = *ready[k];
 	}
 	pthread_mutex_unlock(&p->lock);
 	for (size_t i = 0; i < n; i++)
@@ -629,7 +670,7 @@ static int64_t nearest_deadline(const struct prober *p)
  * step runs to its end), and an answer that came meanwhile came in time,
  * so what is ready now is read first. That is one more step for each late
  * probe, never two, so that a peer that always has bytes ready (an endless
- * run of 1xx heads) still times out. */
+ * header trickled) still times out. */
 static void expire(struct prober *p, struct epoll_event *ev)
 {
 	int64_t now = clock_mono_ms();
@@ -686,12 +727,14 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-int prober_start(void (*kick)(void *), void *arg, struct prober **out, struct errbuf *err)
+int prober_start(void (*kick)(void *), void (*kick_soon)(void *), void *arg,
+		 struct prober **out, struct errbuf *err)
 {
 	struct prober *p = calloc(1, sizeof(*p));
 	if (!p)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	p->kick = kick;
+	p->kick_soon = kick_soon;
 	p->kick_arg = arg;
 	for (size_t i = 0; i < PROBER_MAX_SOCKETS; i++)
 		p->c[i].fd = -1;

@@ -4,8 +4,9 @@
  * and bytes, at most PROBER_MAX_SOCKETS sockets at once, on its own clock.
  * The refresh thread tells it what to probe (prober_sync; which containers
  * and at which address is runtime/probes.c's) and reads back the latest
- * record of each probe; a record whose public status changes asks for a
- * refresh at once (kick). */
+ * record of each probe; a record whose public words change asks for a
+ * refresh (kick), at once when it turns healthy or stops being so
+ * (kick_soon). */
 #ifndef HEALTHD_PROBER_H
 #define HEALTHD_PROBER_H
 
@@ -19,17 +20,24 @@
 #define PROBER_MAX_SOCKETS 64
 /* Probed containers; more are entries ("too many probes"), not probes. */
 #define PROBER_MAX_TARGETS 1024
+/* A record not renewed within interval + timeout + this is "probe stalled"
+ * (one in flight: interval + twice the timeout + this). */
+#define PROBER_STALL_SLACK_MS 2000
 
 struct prober;
 
-/* Starts the thread. kick(arg) is called from it, under the prober's own
- * lock: it must only take locks of its own and return. */
-int prober_start(void (*kick)(void *), void *arg, struct prober **out, struct errbuf *err);
+/* Starts the thread. When a record's public words change it calls
+ * kick_soon(arg) if the record's class changed (healthy or not), else
+ * kick(arg) (NULL: the other one). Both are called from the thread, under
+ * the prober's own lock: they must only take locks of their own and return. */
+int prober_start(void (*kick)(void *), void (*kick_soon)(void *), void *arg,
+		 struct prober **out, struct errbuf *err);
 /* Points the kick elsewhere (NULL: none), for a refresher handing its
  * prober to the next one across a reload: records survive a reload that
  * keeps the source, as the failure count does. Returns once no call to the
  * old kick can still be under way. */
-void prober_set_kick(struct prober *p, void (*kick)(void *), void *arg);
+void prober_set_kick(struct prober *p, void (*kick)(void *), void (*kick_soon)(void *),
+		     void *arg);
 /* Stops and joins it, closing every socket. NULL is fine. */
 void prober_stop(struct prober *p);
 

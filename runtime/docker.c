@@ -4,7 +4,9 @@
  * vouch for. One connection per request; every step under one deadline. */
 #include "runtime/docker.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,23 @@ int docker_check_opts(const struct docker_opts *o, struct errbuf *err)
 	struct http_endpoint ep;
 	int r = http_endpoint_parse(o->host, o->tls_verify, o->cert_path, &ep, err);
 	return r < 0 ? r : http_tls_check(&ep, err);
+}
+
+bool docker_host_is_local(const char *host)
+{
+	struct http_endpoint ep;
+	struct errbuf e;
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (http_endpoint_parse(host, false, NULL, &ep, &e) < 0)
+		return false;
+	if (ep.transport == HTTP_UNIX)
+		return true;
+	if (strcmp(ep.host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, ep.host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, ep.host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
 /* "timed out after 10 s": the time the refresh gave the call, which is what
@@ -239,11 +258,12 @@ static int ids_add(struct docker_ids *t, const char *id)
 /* A running container whose list item carries its health (API >= 1.52), or
  * the agent's own (running, since it asks; its health, when the list has
  * none, is left unknown: it is never judged). */
-static int from_list(const struct json *j, int it, char **id, int hs, struct container_list *out)
+static int from_list(const struct json *j, int it, char **id, int hs, struct container_list *out,
+		     struct errbuf *err)
 {
 	struct container *c = container_list_add(out);
 	if (!c)
-		return -ENOMEM;
+		return errbuf_set(err, ENOMEM, "out of memory");
 	c->id = TAKE_PTR(*id);
 	c->running = true;
 	int names = json_get(j, it, "Names");
@@ -257,18 +277,23 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 	}
 	if (r == 0 && json_is_string(j, hs))
 		r = json_strdup(j, hs, &c->health);
-	int svc = json_get(j, json_get(j, it, "Labels"), COMPOSE_SERVICE_LABEL);
+	int labels = json_get(j, it, "Labels");
+	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
 	if (r == 0 && json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		r = -ENOMEM;
+	if (r < 0)
+		errbuf_set(err, ENOMEM, "out of memory");
+	/* dstack.healthd.optional is judged here as after an inspect: a
+	 * healthy optional service must not be remembered as judged (its
+	 * exit would open a gap), and a bad value is an entry (issue 34). */
+	else if (json_is_object(j, labels))
+		r = inspect_parse_agent_labels(j, labels, c, err);
 	/* The list prints the networks as inspect does: the agent's own
 	 * container, taken from here, says where its probes can reach. */
-	struct errbuf e;
-	if (r == 0 && inspect_parse_network(j, it, c, &e) < 0)
-		r = -ENOMEM;
-	if (r == 0 && !(c->state = strdup("running")))
-		r = -ENOMEM;
-	if (r == 0 && !c->name)
-		r = -ENOMEM;
+	if (r == 0)
+		r = inspect_parse_network(j, it, c, err);
+	if (r == 0 && (!(c->state = strdup("running")) || !c->name))
+		r = errbuf_set(err, ENOMEM, "out of memory");
 	if (r < 0) {
 		container_free(c);
 		out->n--;
@@ -309,9 +334,8 @@ static int list_item(int version, const struct json *j, int it, const char *proj
 	    (!probed && version >= DOCKER_API_LIST_HEALTH &&
 	     json_str_eq(j, json_get(j, it, "State"), "running") &&
 	     (json_str_eq(j, hs, "healthy") || json_str_eq(j, hs, "none") || json_str_eq(j, hs, ""))))
-		r = from_list(j, it, &id, hs, out);
-	else
-		r = ids_add(todo, id);
+		return from_list(j, it, &id, hs, out, err);
+	r = ids_add(todo, id);
 	return r < 0 ? errbuf_set(err, -r, "out of memory") : 0;
 }
 

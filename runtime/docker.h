@@ -31,6 +31,12 @@ struct docker_opts {
 /* Validates opts->host (scheme, path length, port) before start-up so that a
  * bad --docker-host stops the agent before READY. */
 int docker_check_opts(const struct docker_opts *o, struct errbuf *err);
+/* Pure: the Docker host (DOCKER_HOST's syntax) is on this machine: a unix
+ * socket, or TCP to a loopback address (127.0.0.0/8, ::1, "localhost").
+ * Container addresses are then this machine's networks; any other host's
+ * are that host's, which the agent must not probe from here (issue 34). An
+ * unparsable host is not local. */
+bool docker_host_is_local(const char *host);
 
 /* Lists the containers labelled com.docker.compose.project=project (all
  * states), with their health, into out. deadline is CLOCK_MONOTONIC ms.

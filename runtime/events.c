@@ -46,9 +46,17 @@ struct events {
 	char *project;
 };
 
-int events_target(int version, const char *project, struct json_buf *out)
+int events_target(int version, const char *project, int64_t since_ns, struct json_buf *out)
 {
-	return docker_label_target(version, "events?", "{\"type\":[\"container\"],\"label\":[",
+	/* since=SECONDS.NANOSECONDS, as the docker CLI sends it: the daemon
+	 * replays what it still keeps (its last 256 events, moby
+	 * daemon/events/events.go eventsLimit) from that time on, then
+	 * streams. */
+	char head[64] = "events?";
+	if (since_ns > 0)
+		snprintf(head, sizeof(head), "events?since=%lld.%09lld&",
+			 (long long)(since_ns / 1000000000), (long long)(since_ns % 1000000000));
+	return docker_label_target(version, head, "{\"type\":[\"container\"],\"label\":[",
 				   project,
 				   "],\"event\":[\"kill\",\"stop\",\"start\",\"die\","
 				   "\"destroy\",\"pause\",\"unpause\",\"health_status\"]}",
@@ -159,11 +167,11 @@ int64_t events_backoff_next(int64_t cur)
 }
 
 static int subscribe(struct events *e, const struct http_endpoint *ep, int version,
-		     int64_t deadline, struct errbuf *err)
+		     int64_t since_ns, int64_t deadline, struct errbuf *err)
 {
 	_cleanup_(json_buf_free) struct json_buf t = { 0 };
 	_cleanup_(http_response_free) struct http_response head = { 0 };
-	if (events_target(version, e->project, &t) < 0)
+	if (events_target(version, e->project, since_ns, &t) < 0)
 		return errbuf_set(err, ENOMEM, "out of memory");
 	int r = http_connect(ep, deadline, &e->c, err);
 	if (r == 0)
@@ -175,8 +183,8 @@ static int subscribe(struct events *e, const struct http_endpoint *ep, int versi
 	return r;
 }
 
-int events_subscribe(const struct docker_opts *o, const char *project, int64_t deadline,
-		     struct events **out, struct errbuf *err)
+int events_subscribe(const struct docker_opts *o, const char *project, int64_t since_ns,
+		     int64_t deadline, struct events **out, struct errbuf *err)
 {
 	struct http_endpoint ep;
 	int version = 0;
@@ -191,7 +199,7 @@ int events_subscribe(const struct docker_opts *o, const char *project, int64_t d
 		free(e);
 		return errbuf_set(err, ENOMEM, "out of memory");
 	}
-	if ((r = subscribe(e, &ep, version, deadline, err)) < 0) {
+	if ((r = subscribe(e, &ep, version, since_ns, deadline, err)) < 0) {
 		events_close(e);
 		return r;
 	}

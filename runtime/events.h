@@ -34,8 +34,9 @@ struct event {
 
 /* The request target: /v<api>/events?filters=<urlencoded JSON> subscribing to
  * container events of the actions above, labelled
- * com.docker.compose.project=project. version is major * 100 + minor. */
-int events_target(int version, const char *project, struct json_buf *out);
+ * com.docker.compose.project=project, from since_ns on (ns since the epoch,
+ * the daemon's timeNano; 0: from now). version is major * 100 + minor. */
+int events_target(int version, const char *project, int64_t since_ns, struct json_buf *out);
 
 /* Pure: one line of the stream. 1 when it is an event of project's containers
  * (ev filled), 0 when it is to be ignored (a blank line; another type or
@@ -61,10 +62,11 @@ int64_t events_backoff_next(int64_t cur);
 
 struct events;
 
-/* Pings the daemon for its API version, then subscribes, all before
- * deadline. Errors read like docker_list's ("cannot connect to URL: ..."). */
-int events_subscribe(const struct docker_opts *o, const char *project, int64_t deadline,
-		     struct events **out, struct errbuf *err);
+/* Pings the daemon for its API version, then subscribes (from since_ns, as
+ * events_target), all before deadline. Errors read like docker_list's
+ * ("cannot connect to URL: ..."). */
+int events_subscribe(const struct docker_opts *o, const char *project, int64_t since_ns,
+		     int64_t deadline, struct events **out, struct errbuf *err);
 /* Waits until deadline for the next event of the project: 1 with ev filled,
  * 0 when the daemon ended the stream, -ETIMEDOUT when none came (the stream
  * stays usable), -ECANCELED when o->cancel_fd became readable, another

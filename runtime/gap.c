@@ -36,7 +36,22 @@ static const char *judged_service(const struct container *c)
 	return c->service && c->service[0] && !container_skip_reason(c) ? c->service : NULL;
 }
 
-static bool in_list(const struct container_list *l, const char *service)
+/* Whether a container of service is there, judged or not (issue 34): one
+ * that became optional or dropped its healthcheck is a change the app made
+ * on purpose, not a gap; the operator's view says why it is not judged. A
+ * one-off (`compose run` of it) and the agent's own container are not the
+ * service. */
+static bool present(const struct container_list *l, const char *service)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const struct container *c = &l->v[i];
+		if (!c->oneoff && !c->agent_self && c->service && strcmp(c->service, service) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool judged_in(const struct container_list *l, const char *service)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		const char *s = judged_service(&l->v[i]);
@@ -112,15 +127,16 @@ int gap_judge(struct gap *g, const char *project, const struct container_list *l
 	bool added = false;
 	for (size_t i = 0; r == 0 && i < g->n;) {
 		struct gap_service *s = &g->v[i];
-		if (in_list(l, s->name)) {
+		if (present(l, s->name) && judged_in(l, s->name)) {
 			i++;
-		} else if (now_ms - s->seen_ms <= max_ms) {
+		} else if (present(l, s->name) || now_ms - s->seen_ms > max_ms) {
+			/* Not judged any more, or gone past the bound: forgotten. */
+			free(s->name);
+			*s = g->v[--g->n];
+		} else {
 			r = gap_entry(s, max_ms, out);
 			added = true;
 			i++;
-		} else {
-			free(s->name);
-			*s = g->v[--g->n];
 		}
 	}
 	if (r < 0)

@@ -182,9 +182,6 @@ static int parse_healthcheck(const struct json *j, int config, struct container 
 	return 0;
 }
 
-static int probe_labels(const struct json *j, int labels, struct container *c,
-			struct errbuf *err);
-
 static int parse_labels(const struct json *j, int obj, struct container *c,
 			struct errbuf *err)
 {
@@ -219,7 +216,7 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 	int svc = json_get(j, labels, COMPOSE_SERVICE_LABEL);
 	if (json_is_string(j, svc) && json_strdup(j, svc, &c->service) == -ENOMEM)
 		return errbuf_set(err, ENOMEM, "out of memory");
-	if ((r = probe_labels(j, labels, c, err)) < 0)
+	if ((r = inspect_parse_agent_labels(j, labels, c, err)) < 0)
 		return r;
 	return opt_string(j, labels, COMPOSE_PROJECT_LABEL,
 			  "Config.Labels[" COMPOSE_PROJECT_LABEL "]", &c->project, err);
@@ -228,8 +225,8 @@ static int parse_labels(const struct json *j, int obj, struct container *c,
 /* The dstack.healthd.* labels (issue 27), as strings: what they mean is
  * probe_prepare's to say, so that a bad value is an entry, not a failed
  * refresh. A label that is not a string cannot come from Compose. */
-static int probe_labels(const struct json *j, int labels, struct container *c,
-			struct errbuf *err)
+int inspect_parse_agent_labels(const struct json *j, int labels, struct container *c,
+			       struct errbuf *err)
 {
 	struct probe_labels *pl = &c->probe_labels;
 	const struct {

@@ -25,6 +25,13 @@ int inspect_parse_object(const struct json *j, int obj, struct container *c,
 int inspect_parse_network(const struct json *j, int obj, struct container *c,
 			  struct errbuf *err);
 
+/* The agent's own labels (dstack.healthd.*: the probe's and optional) from
+ * the labels object at token labels, as strings; wherever a container is
+ * judged, inspected or taken from Docker's list, they are read here. A label
+ * that is not a string is an error (Compose writes strings only). */
+int inspect_parse_agent_labels(const struct json *j, int labels, struct container *c,
+			       struct errbuf *err);
+
 /* A JSON array of inspect objects (nerdctl inspect, docker inspect): appends
  * one container per element to out. */
 int inspect_parse_array(const char *buf, size_t len, struct container_list *out,

@@ -4,7 +4,9 @@
  * the prober's records back into them. docs/design.md §4 "Probes". */
 #include "runtime/probes.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +80,31 @@ static int address(const struct container *c, const struct container *self, cons
 	return -ENOENT;
 }
 
-int probe_prepare(struct container *c, const struct container *self)
+/* Why the agent does not connect to ip, as the runtime reported it for a
+ * container that is not host-networked, or NULL. Loopback and 0/8 would be
+ * the agent's own machine (or its sidecar container), link-local is the
+ * cloud's metadata service and the like, multicast and broadcast are no
+ * one container. */
+static const char *refused_address(const char *ip)
+{
+	struct in_addr a;
+	if (inet_pton(AF_INET, ip, &a) != 1)
+		return "not an IPv4 address";
+	uint32_t v = ntohl(a.s_addr);
+	if ((v >> 24) == 0)
+		return "in 0.0.0.0/8";
+	if ((v >> 24) == 127)
+		return "loopback (127.0.0.0/8)";
+	if ((v >> 16) == 0xa9fe)
+		return "link-local (169.254.0.0/16)";
+	if ((v >> 28) == 0xe)
+		return "multicast (224.0.0.0/4)";
+	if ((v >> 28) == 0xf)
+		return "reserved or broadcast (240.0.0.0/4)";
+	return NULL;
+}
+
+int probe_prepare(struct container *c, const struct container *self, bool remote)
 {
 	free(c->probe);
 	c->probe = NULL;
@@ -91,9 +117,22 @@ int probe_prepare(struct container *c, const struct container *self)
 	if (probe_spec_parse(&c->probe_labels, &p->spec, p->why, sizeof(p->why)) < 0)
 		return 0;
 	static const char *const scheme[] = { "http", "https", "tcp", "grpc", "grpcs" };
-	const char *ip = NULL;
+	const char *ip = NULL, *refused;
+	if (remote) {
+		snprintf(p->why, sizeof(p->why),
+			 "probe: Docker is not on this machine (docker_host is neither a unix "
+			 "socket nor loopback): its container addresses are another host's");
+		return 0;
+	}
 	if (address(c, self, &ip, p->why, sizeof(p->why)) < 0)
 		return 0;
+	/* Host networking's own loopback is the one address chosen here, not
+	 * reported by the runtime. */
+	if (!is_mode(c, "host") && (refused = refused_address(ip))) {
+		snprintf(p->why, sizeof(p->why),
+			 "probe: the runtime reports the address %s, %s: not probed", ip, refused);
+		return 0;
+	}
 	snprintf(p->ip, sizeof(p->ip), "%s", ip);
 	snprintf(p->target, sizeof(p->target), "%s://%s:%u", scheme[p->spec.kind], ip,
 		 p->spec.port);
@@ -123,10 +162,11 @@ static bool want(const struct container *c, struct prober_target *t)
 	return true;
 }
 
-int probes_sync(struct prober *p, struct container_list *l, const struct container *self)
+int probes_sync(struct prober *p, struct container_list *l, const struct container *self,
+		bool remote)
 {
 	for (size_t i = 0; i < l->n; i++)
-		if (probe_prepare(&l->v[i], self) < 0)
+		if (probe_prepare(&l->v[i], self, remote) < 0)
 			return -ENOMEM;
 	if (!p)
 		return 0;

@@ -18,7 +18,13 @@
  * stack; else the IPv4 address on the first network by name that has a
  * valid one and, from a sidecar, that the sidecar is on too. None is a
  * reason, not a guess. -ENOMEM. */
-int probe_prepare(struct container *c, const struct container *self);
+/* remote: the runtime is not on this machine (docker_host_is_local false):
+ * its containers' addresses are another host's networks, and every probe
+ * is a reason instead (issue 34). Addresses the agent never connects to
+ * are reasons too: 0.0.0.0/8, 127.0.0.0/8 (but host networking's
+ * loopback), 169.254.0.0/16, multicast and above (224.0.0.0/3, with the
+ * broadcast 255.255.255.255). */
+int probe_prepare(struct container *c, const struct container *self, bool remote);
 
 /* The refresh thread, before judging l: prepares each container's probe
  * (probe_prepare, from where self says the agent is), makes the running
@@ -26,6 +32,7 @@ int probe_prepare(struct container *c, const struct container *self);
  * keeps its record: same id, start, spec and address; a new one is probed
  * at once), and copies each target's record into its container. p NULL:
  * probes are prepared and none runs (each stays "starting"). -ENOMEM. */
-int probes_sync(struct prober *p, struct container_list *l, const struct container *self);
+int probes_sync(struct prober *p, struct container_list *l, const struct container *self,
+		bool remote);
 
 #endif

@@ -14,8 +14,12 @@ struct kill_fact {
 	char id[65];
 	uint64_t signals; /* bit n-1: signal n was sent (1..64) */
 	bool unknown;     /* a kill whose signal could not be read */
-	int64_t at_ns;    /* the last kill's timeNano, 0 when unknown */
-	uint64_t seq;     /* when it was noted (stops_mark's count) */
+	/* Each signal's last kill (timeNano, 0 when unknown), so that a later
+	 * kill with another signal (a SIGHUP after a start the stream missed)
+	 * never makes an old stop look new. */
+	int64_t at_ns[64];
+	int64_t unknown_at_ns;
+	uint64_t seq; /* when it was noted (stops_mark's count) */
 };
 
 struct stops {
@@ -92,7 +96,10 @@ enum stops_noted stops_note(struct stops *t, const struct event *ev)
 								      : STOPS_CHANGED;
 		f->signals |= bit;
 		f->unknown = f->unknown || !known;
-		f->at_ns = ev->time_ns;
+		if (known)
+			f->at_ns[ev->signal - 1] = ev->time_ns;
+		else
+			f->unknown_at_ns = ev->time_ns;
 		f->seq = ++t->seq;
 	} else if (f) {
 		forget(t, f);
@@ -201,26 +208,47 @@ static bool running(const struct container *c)
 	return c->running && !c->paused && c->state && strcmp(c->state, "running") == 0;
 }
 
-/* Whether the kills noted in f stop c; false also when f is to be forgotten. */
-static bool stops_container(const struct kill_fact *f, const struct container *c)
+/* The latest of *at and a kill at kill_ns, unless the container started
+ * after that kill (a start the stream missed): 0 is a kill of unknown time,
+ * -1 none. */
+static void latest_kill(int64_t *at, int64_t kill_ns, const struct container *c)
+{
+	if (kill_ns > 0 && c->started_at_ns > kill_ns)
+		return;
+	if (kill_ns > *at)
+		*at = kill_ns;
+}
+
+/* Whether the kills noted in f stop c at now_ns; false also when f is to be
+ * forgotten. A stop lasts at most the container's stop timeout and
+ * STOPS_SLACK_S after its kill: by then Docker sent a `docker stop` its
+ * SIGKILL, so a container still running was sent the signal some other way
+ * (a `docker kill -s TERM` its app ignored) and is judged again. */
+static bool stops_container(const struct kill_fact *f, const struct container *c, int64_t now_ns)
 {
 	if (!running(c))
 		return false;
-	if (f->at_ns > 0 && c->started_at_ns > f->at_ns)
-		return false;
 	int sig = stops_parse_signal(c->stop_signal);
-	if (f->unknown || sig < 1 || sig > 64)
-		return true;
-	return (f->signals & (1ull << (SIGKILL - 1))) || (f->signals & (1ull << (sig - 1)));
+	bool any = f->unknown || sig < 1 || sig > 64;
+	int64_t at = -1;
+	for (int s = 1; s <= 64; s++)
+		if ((f->signals & (1ull << (s - 1))) && (any || s == sig || s == SIGKILL))
+			latest_kill(&at, f->at_ns[s - 1], c);
+	if (f->unknown)
+		latest_kill(&at, f->unknown_at_ns, c);
+	if (at < 0)
+		return false;
+	int64_t timeout_s = c->has_stop_timeout ? c->stop_timeout_s : STOPS_DEFAULT_TIMEOUT_S;
+	return at == 0 || now_ns <= 0 || now_ns - at <= (timeout_s + STOPS_SLACK_S) * 1000000000LL;
 }
 
-void stops_apply(struct stops *t, struct container_list *l, uint64_t mark)
+void stops_apply(struct stops *t, struct container_list *l, uint64_t mark, int64_t now_ns)
 {
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->n;) {
 		struct kill_fact *f = &t->v[i];
 		struct container *c = listed(l, f->id);
-		bool stop = c && stops_container(f, c);
+		bool stop = c && stops_container(f, c, now_ns);
 		if (stop)
 			c->stopping = true;
 		/* What the refresh listed may predate a kill noted since: that

@@ -50,16 +50,24 @@ uint64_t stops_mark(struct stops *t);
  * signal and the start time, so such a container is inspected. */
 bool stops_has(struct stops *t, const char *id);
 
+/* Docker's stop timeout when the container sets none (Config.StopTimeout),
+ * and the time past it after which a container still running is no longer
+ * taken as stopping. */
+#define STOPS_DEFAULT_TIMEOUT_S 10
+#define STOPS_SLACK_S 5
+
 /* The refresh, after it listed the project's containers into l: sets
  * `stopping` on each running container that was sent its stop signal
- * (Config.StopSignal, default SIGTERM) or SIGKILL since it last started, and
+ * (Config.StopSignal, default SIGTERM) or SIGKILL since it last started, at
+ * most its stop timeout and STOPS_SLACK_S before now_ns (CLOCK_REALTIME, the
+ * clock of Docker's timeNano; 0: no bound), and
  * forgets the kills noted before mark that no longer apply: of containers
  * not running any more (their state speaks), started again since (StartedAt
  * after the kill), not listed (removed), or sent only other signals (a SIGHUP
  * to reload is not a stop). Kills noted after mark are kept for the next
  * refresh: the list may predate them. A stop signal that cannot be read
  * makes any kill a stop. */
-void stops_apply(struct stops *t, struct container_list *l, uint64_t mark);
+void stops_apply(struct stops *t, struct container_list *l, uint64_t mark, int64_t now_ns);
 
 /* Pure: a Docker stop signal as moby's signal.ParseSignal reads it ("SIGTERM",
  * "term", "15", "RTMIN+3"); "" is Docker's default, SIGTERM. -1 when it

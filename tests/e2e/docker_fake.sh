@@ -4,7 +4,8 @@
 # replaying responses recorded from a real dockerd: the API 1.41 path (list
 # then inspect), the 1.52 path (health from the list, inspect only what is
 # not running or whose probe is not passing), version negotiation, vanished containers, daemon errors,
-# refused and hanging peers, oversized and garbage answers.
+# refused and hanging peers, oversized and garbage answers; and the agent on
+# the 1.52 list path reading dstack.healthd.optional there (issue 34).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
@@ -190,6 +191,106 @@ python3 "$FAKE" --listen tcp:127.0.0.1:0 --port-file "$T/port" \
 FPID=$!
 wait_for 30 test -s "$T/port"
 is "$("$LIST" "tcp://127.0.0.1:$(cat "$T/port")" demo 5000 | sort)" "$ALL" "over TCP"
+stop_fake
+
+# --- The agent on the 1.52 list path (issue 34): a healthy optional service is
+# taken from the list, where its dstack.healthd.optional label must be read as
+# an inspect reads it. A one-shot job's container that goes away must not leave
+# <service:exporter> holding the app out, and a bad value must be an entry
+# while the container is healthy.
+BIN=$B/dstack-healthd
+EXP=0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e
+item() { # item ID SERVICE [OPTIONAL]
+	printf '{"Id":"%s","Names":["/demo-%s-1"],"State":"running","Health":{"Status":"healthy","FailingStreak":0},"Labels":{"com.docker.compose.project":"demo","com.docker.compose.service":"%s"%s}}' \
+		"$1" "$2" "$2" "${3:+,\"dstack.healthd.optional\":\"$3\"}"
+}
+set_list() { # set_list JSON: the list the fake serves from now on
+	printf '/v1\\.52/containers/json\\?.*=status:200:%s\n' "$1" >"$T/routes.tmp"
+	mv "$T/routes.tmp" "$T/routes"
+}
+lists() { grep -c '/containers/json' "$T/log"; }
+lists_past() { [ "$(lists)" -ge "$1" ]; }
+query() { curl -s --max-time 5 --unix-socket "$T/a.sock" -X POST 'http://x/prpc/v1/Health?json' -d '{}'; }
+query_is() { [ "$(query)" = "$1" ]; }
+printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}\n' >"$T/app.json"
+printf '{"project":"demo"}\n' >"$T/runtime.json"
+set_list "[$(item "$WEB" web),$(item "$EXP" exporter true)]"
+fake --routes-file "$T/routes" "/_ping=file:$R/ping-1.52.http" "/v1\.52/events.*=hang"
+"$BIN" --listen "unix:$T/a.sock" --compose-file "$T/app.json" --runtime-file "$T/runtime.json" \
+	--docker-host "unix://$T/d.sock" --interval 0.3 --refresh-timeout 10 2>"$T/agent.log" &
+APID=$!
+PIDS+=($APID)
+OK='{"healthy":true,"unhealthy":[],"error":""}'
+wait_for 30 query_is "$OK"
+is "$(query)" "$OK" "agent, 1.52: web and an optional exporter, both healthy from the list: healthy"
+is "$(grep -c "/containers/$EXP/json" "$T/log")" 0 "agent, 1.52: the exporter was taken from the list, not inspected"
+# The job ends and its container goes (--rm): two more lists judged after it.
+set_list "[$(item "$WEB" web)]"
+n=$(lists)
+wait_for 30 lists_past $((n + 3))
+is "$(query)" "$OK" "agent, 1.52: the optional exporter gone, no <service:exporter> gap: still healthy"
+set_list "[$(item "$WEB" web),$(item "$EXP" exporter maybe)]"
+BAD='{"healthy":false,"unhealthy":[{"name":"demo-exporter-1","status":"label dstack.healthd.optional: must be true or false"}],"error":""}'
+wait_for 30 query_is "$BAD"
+is "$(query)" "$BAD" "agent, 1.52: optional \"maybe\" on a healthy listed container is an entry"
+kill "$APID"
+reap 20 "$APID"
+ok $(! grep -qE 'AddressSanitizer|runtime error' "$T/agent.log"; echo $?) "agent: no sanitizer report"
+stop_fake
+
+# --- Stops through the events (issue 34): a kill with the stop signal comes on
+# a stream that then ends; the stream opened again must ask from the kill's
+# time on (since=, one nanosecond after), so that a kill sent while no stream
+# was open is replayed, not lost. Then a reload: the kills noted must be handed
+# on as the prober and the gap are, or the stopping container looks healthy
+# again. Its stop timeout is 120 s, so that the bound (timeout + 5 s) cannot
+# end the stop on a loaded machine while the test runs.
+# Docker streams only events newer than the stream (without since); the
+# recorded kill is dated 20 s ahead so that it is newer than the agent's.
+KILL_NS=$(($(date +%s%N) + 20000000000))
+KILL='{"Type":"container","Action":"kill","Actor":{"ID":"'$WEB'","Attributes":{"com.docker.compose.project":"demo","name":"demo-web-1","signal":"15"}},"time":'$((KILL_NS / 1000000000))',"timeNano":'$KILL_NS'}'
+printf 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\n\r\n0\r\n\r\n' \
+	$((${#KILL} + 1)) "$KILL" >"$T/kill.http"
+STARTED=$(date -u -d @$((KILL_NS / 1000000000 - 60)) +%Y-%m-%dT%H:%M:%SZ)
+WEB_INSPECT='{"Id":"'$WEB'","Name":"/demo-web-1","State":{"Status":"running","Running":true,"Paused":false,"StartedAt":"'$STARTED'","Health":{"Status":"healthy","FailingStreak":0,"Log":[]}},"Config":{"StopTimeout":120,"Healthcheck":{"Test":["CMD","true"]},"Labels":{"com.docker.compose.project":"demo","com.docker.compose.service":"web"}}}'
+events_route() { # events_route ACTION
+	printf '%s\n' "/v1\\.52/events.*=$1" \
+		"/v1\\.52/containers/json\\?.*=status:200:[$(item "$WEB" web)]" >"$T/routes.tmp"
+	mv "$T/routes.tmp" "$T/routes"
+}
+events_route "file:$T/kill.http"
+fake --routes-file "$T/routes" "/_ping=file:$R/ping-1.52.http" \
+	"/v1\.52/containers/$WEB/json=status:200:$WEB_INSPECT"
+"$BIN" --listen "unix:$T/a.sock" --compose-file "$T/app.json" --runtime-file "$T/runtime.json" \
+	--docker-host "unix://$T/d.sock" --interval 0.3 --refresh-timeout 10 --log-level debug \
+	2>"$T/agent2.log" &
+APID=$!
+PIDS+=($APID)
+STOPPING='{"healthy":false,"unhealthy":[{"name":"demo-web-1","status":"stopping (last health check: healthy)"}],"error":""}'
+wait_for 30 query_is "$STOPPING"
+is "$(query)" "$STOPPING" "agent, stops: web sent its stop signal is stopping"
+SINCE="since=$((KILL_NS / 1000000000)).$(printf '%09d' $(((KILL_NS % 1000000000) + 1)))&"
+resubscribed() { grep -q "/events?$SINCE" "$T/log"; }
+wait_for 30 resubscribed
+ok $? "agent, stops: the stream opened again asks from the last event on ($SINCE)"
+is "$(grep -m1 '/events' "$T/log" | grep -c 'since=')" 0 "agent, stops: the first stream asks from now (no since)"
+# The stream hangs from now on (no more kills); once a request is in it, reload.
+events_route hang
+n=$(grep -c '/events' "$T/log")
+events_past() { [ "$(grep -c '/events' "$T/log")" -gt "$1" ]; }
+wait_for 30 events_past "$n"
+reloads() { grep -c ': reloaded' "$T/agent2.log"; }
+more_reloads() { [ "$(reloads)" -gt "$1" ]; }
+r0=$(reloads)
+kill -HUP "$APID"
+wait_for 30 more_reloads "$r0"
+ok $? "agent, stops: reloaded (SIGHUP)"
+n=$(lists)
+wait_for 30 lists_past $((n + 3))
+is "$(query)" "$STOPPING" "agent, stops: still stopping after the reload (the kills were handed on)"
+kill "$APID"
+reap 20 "$APID"
+ok $(! grep -qE 'AddressSanitizer|runtime error' "$T/agent2.log"; echo $?) "agent, stops: no sanitizer report"
 stop_fake
 
 # --- docker_check_opts.

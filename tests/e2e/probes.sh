@@ -79,6 +79,25 @@ dh_expect_state 30 pr_web_1 "running -"
 ip=$("$DH_DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' pr_web_1)
 like "$ip" '^[0-9.]+$' "web has an address on the project's network ($ip)"
 
+# Where the evil label aims: an address on this namespace's loopback with a
+# listener that writes a line per connection, so that "never connected" is
+# shown by the peer, not by what the agent logs (issue 34).
+ip addr add 169.254.169.254/32 dev lo
+python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("169.254.169.254", 80)); s.listen(64)
+with open(sys.argv[1], "a", buffering=1) as log:
+    while True:
+        c, a = s.accept(); log.write("accepted %s\n" % a[0]); c.close()
+' "$DH_T/meta.log" &
+dh_track $!
+wait_for 20 python3 -c 'import socket; socket.create_connection(("169.254.169.254", 80), 2)'
+ok $? "a listener on 169.254.169.254:80 (this namespace's loopback)"
+wait_for 10 test -s "$DH_T/meta.log"
+is "$(wc -l <"$DH_T/meta.log")" 1 "it counts connections: the test's own is there"
+: >"$DH_T/meta.log"
+
 healthd_runtime "$DH_T/rt.json" pr
 CTL="$DH_T/ctl.sock"
 # Services are removed for good below (docker rm -f): --service-gap 1 lets
@@ -98,6 +117,11 @@ is "$(probe_of evil refused)" "label dstack.healthd.probe: names a host; a probe
 	"status: the refused label, and no target for it"
 is "$(probe_of web target)" "http://$ip:8080/healthz?x=1" "status: web's target is its own address"
 ok "$( ! grep -q '169.254' "$DH_T/hd-a.log"; echo $?)" "the agent never names the address the label aimed at"
+# Three more refreshes with evil judged: not one connection reached it.
+refreshes_a() { grep -c 'refresh (' "$DH_T/hd-a.log"; }
+more_refreshes_a() { [ "$(refreshes_a)" -ge "$1" ]; }
+wait_for 30 more_refreshes_a $(($(refreshes_a) + 3))
+is "$(cat "$DH_T/meta.log")" "" "no connection ever reached 169.254.169.254:80 (its listener saw none)"
 
 "$DH_DOCKER" rm -f pr_evil_1 >/dev/null
 wait_for 30 healthd_query_is a "$HEALTHD_OK"
@@ -133,6 +157,14 @@ snap_unhealthy() {
 	case $s in [0-9]*" false "*) return 0 ;; esac
 	return 1
 }
+# A second agent whose timer (60 s) is far longer than web's interval (2 s):
+# only the prober's kick can show it web's flip in time (issue 34; the first
+# agent's 1 s timer would show it anyway).
+healthd_start k "$DH_T/rt.json" --interval 60 --control-socket "" --metrics-listen "" \
+	--service-gap 1
+K_START=$(dh_now_ms)
+wait_for 40 healthd_query_is k "$HEALTHD_OK"
+is "$(healthd_query k)" "$HEALTHD_OK" "agent k (--interval 60): healthy"
 echo 500 >"$DH_T/ctl-web/mode"
 : >"$DH_T/snaps"
 wait_for 40 snap_unhealthy
@@ -157,6 +189,12 @@ fi
 wait_for 30 healthd_query_is a "$(unhealthy_web 'probe unhealthy (HTTP status 500)')"
 is "$(healthd_query a)" "$(unhealthy_web 'probe unhealthy (HTTP status 500)')" \
 	"HTTP 500: unhealthy after retries, in the agent's words"
+k_unhealthy() { healthd_query_like k '"healthy":false'; }
+wait_for 20 k_unhealthy
+k_ms=$(($(dh_now_ms) - K_START))
+ok "$(k_unhealthy && [ "$k_ms" -lt 55000 ]; echo $?)" \
+	"agent k serves web's flip ${k_ms} ms after its start, before its 60 s timer: the probe's kick"
+healthd_stop k
 out=$(healthd_query a)
 ok "$(printf '%s' "$out" | grep -Eq 'SECRET|X-Secret|10\.9\.9\.9|'"${ip//./\\.}"; echo $(( ! $? )))" \
 	"the public answer carries no body, header or address of the app's"

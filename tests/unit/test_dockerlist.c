@@ -72,6 +72,66 @@ int main(void)
 		free(todo.v);
 	}
 
+	/* The agent's own labels are read from a list item as from an inspect
+	 * (issue 34): at API 1.52 a healthy optional service taken from the
+	 * list is skipped as optional, not judged, and a bad value is an
+	 * entry even while the container is healthy. */
+	static const struct {
+		const char *value;
+		const char *want_skip; /* container_skip_reason */
+		const char *want_entry; /* containers_judge's entry, NULL: none */
+	} opt[] = {
+		{ "true", "optional (" OPTIONAL_LABEL ")", NULL },
+		{ "false", NULL, NULL },
+		{ "maybe", NULL, "label " OPTIONAL_LABEL ": must be true or false" },
+	};
+	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++) {
+		char body[700];
+		snprintf(body, sizeof(body),
+			 "[{\"Id\":\"%s\",\"Names\":[\"/exporter\"],\"State\":\"running\","
+			 "\"Health\":{\"Status\":\"healthy\"},\"Labels\":{"
+			 "\"com.docker.compose.project\":\"p\",\"com.docker.compose.service\":"
+			 "\"exporter\",\"" OPTIONAL_LABEL "\":\"%s\"}}]",
+			 ID_WEB, opt[i].value);
+		struct container_list l = { 0 };
+		struct docker_ids todo = { 0 };
+		struct errbuf e = { 0 };
+		struct verdict v;
+		verdict_init(&v);
+		is_int(docker_parse_list(body, strlen(body), "p", NULL, 152, &l, &todo, &e), 0,
+		       "optional=%s: parsed (%s)", opt[i].value, e.msg);
+		ok(l.n == 1 && todo.n == 0, "optional=%s: taken from the 1.52 list", opt[i].value);
+		if (l.n == 1) {
+			is_str(container_skip_reason(&l.v[0]), opt[i].want_skip,
+			       "optional=%s: skipped as the label says", opt[i].value);
+			is_int(containers_judge(&l, &v), 0, "optional=%s: judged", opt[i].value);
+			const char *entry = NULL;
+			for (size_t k = 0; k < v.n_entries; k++)
+				if (strcmp(v.entries[k].name, "exporter") == 0)
+					entry = v.entries[k].status;
+			is_str(entry, opt[i].want_entry, "optional=%s: its entry", opt[i].value);
+		}
+		verdict_free(&v);
+		container_list_free(&l);
+		free(todo.v);
+	}
+
+	/* Where the Docker host is (issue 34): only this machine's may have
+	 * its containers probed. */
+	static const struct {
+		const char *host;
+		bool local;
+	} hosts[] = {
+		{ "unix:///var/run/docker.sock", true }, { "tcp://127.0.0.1:2375", true },
+		{ "tcp://127.1.2.3:2376", true },	 { "tcp://[::1]:2375", true },
+		{ "tcp://localhost:2375", true },	 { "tcp://10.0.0.5:2375", false },
+		{ "tcp://docker.example:2376", false },	 { "tcp://[fe80::1]:2375", false },
+		{ "tcp://128.0.0.1:2375", false },	 { "npipe:////./pipe/docker", false },
+	};
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
+		is_int(docker_host_is_local(hosts[i].host), hosts[i].local, "%s: %s", hosts[i].host,
+		       hosts[i].local ? "this machine" : "another");
+
 	/* Two items: the agent's from the list, the app's queued, in one body. */
 	char a[512], b[512], body[1100];
 	item(a, sizeof(a), ID_ME, "healthd", "running", NULL);

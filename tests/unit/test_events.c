@@ -140,7 +140,7 @@ static void test_backoff(void)
 static void test_target(void)
 {
 	struct json_buf t = { 0 };
-	int r = events_target(141, "my app", &t);
+	int r = events_target(141, "my app", 0, &t);
 	is_int(r, 0, "target: built");
 	is_str(t.p,
 	       "/v1.41/events?filters=%7B%22type%22%3A%5B%22container%22%5D%2C%22label%22%3A%5B"
@@ -148,8 +148,13 @@ static void test_target(void)
 	       "%22stop%22%2C%22start%22%2C%22die%22%2C%22destroy%22%2C%22pause%22%2C%22unpause%22%2C%22health_status%22%5D%7D",
 	       "target: the project's label and the actions, URL-encoded");
 	json_buf_free(&t);
-	r = events_target(152, "a\"b", &t);
+	r = events_target(152, "a\"b", 0, &t);
 	ok(r == 0 && strstr(t.p, "project%3Da%5C%22b%22"), "target: a quote in the project is escaped JSON");
+	json_buf_free(&t);
+	/* A stream opened again asks from the last event's time (issue 34). */
+	r = events_target(152, "p", 1700000000000000001LL, &t);
+	ok(r == 0 && strncmp(t.p, "/v1.52/events?since=1700000000.000000001&filters=%7B", 52) == 0,
+	   "target: since as seconds.nanoseconds, before the filters (%s)", t.p);
 	json_buf_free(&t);
 }
 

@@ -20,8 +20,9 @@ struct step {
 	const char *project;
 	/* Containers, space-separated NAME/SERVICE/KIND; SERVICE "-" for no
 	 * label. KIND: ok (running healthy), st (running starting), ex (exited,
-	 * unhealthy), nohc (running, no healthcheck), run (a one-off), self
-	 * (the agent's own). */
+	 * unhealthy), nohc (running, no healthcheck), opt (running healthy,
+	 * dstack.healthd.optional true), run (a one-off), self (the agent's
+	 * own). */
 	const char *containers;
 	const char *want; /* entries "name=status|..." sorted; "" healthy */
 };
@@ -62,10 +63,24 @@ static const struct gcase {
 	  { { 0, "p", "web/web/ok loose/-/ok", "" }, { 1000, "p", "web/web/ok", "" } } },
 	{ "one of two replicas removed: the other is the service",
 	  { { 0, "p", "web1/web/ok web2/web/ok", "" }, { 1000, "p", "web2/web/ok", "" } } },
-	{ "its new container declares no healthcheck: the gap runs to the bound",
+	/* A container of the service is there (issue 34): the app changed it
+	 * on purpose; no gap, and it is forgotten, so that its removal later
+	 * opens none either. */
+	{ "its new container declares no healthcheck: present, not a gap",
 	  { { 0, "p", "web/web/ok api/api/ok", "" },
-	    { 1000, "p", "web2/web/nohc api/api/ok", GAP("web") },
-	    { MAX_MS + 1, "p", "web2/web/nohc api/api/ok", "" } } },
+	    { 1000, "p", "web2/web/nohc api/api/ok", "" },
+	    { 2000, "p", "api/api/ok", "" } } },
+	{ "its new container is optional: present, not a gap",
+	  { { 0, "p", "web/web/ok api/api/ok", "" },
+	    { 1000, "p", "web2/web/opt api/api/ok", "" },
+	    { 2000, "p", "api/api/ok", "" } } },
+	{ "removed, then back without a healthcheck: the gap ends there",
+	  { { 0, "p", "web/web/ok api/api/ok", "" },
+	    { 1000, "p", "api/api/ok", GAP("web") },
+	    { 2000, "p", "web2/web/nohc api/api/ok", "" } } },
+	{ "a one-off of the service is not the service",
+	  { { 0, "p", "web/web/ok api/api/ok", "" },
+	    { 1000, "p", "sh/web/run api/api/ok", GAP("web") } } },
 	{ "another project: what was seen of the last one is forgotten",
 	  { { 0, "p", "web/web/ok api/api/ok", "" }, { 1000, "q", "api/api/ok", "" },
 	    { 2000, "p", "api/api/ok", "" } } },
@@ -96,6 +111,7 @@ static void fill(struct container *c, char *spec)
 	}
 	if (strcmp(kind, "nohc") == 0)
 		c->health = NULL;
+	c->optional_label = strcmp(kind, "opt") == 0 ? "true" : NULL;
 	c->oneoff = strcmp(kind, "run") == 0;
 	c->agent_self = strcmp(kind, "self") == 0;
 }

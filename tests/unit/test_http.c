@@ -101,6 +101,11 @@ static const struct pcase cases[] = {
 	{ "empty body until EOF", H200 "\r\n", 100, 1, 200, "" },
 	{ "100 Continue skipped", "HTTP/1.1 100 Continue\r\nX: y\r\n\r\n" H200 "Content-Length: 2\r\n\r\nok", 100, 1, 200, "ok" },
 	{ "two 1xx skipped", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\n\r\n" H200 "Content-Length: 1\r\n\r\nz", 100, 1, 200, "z" },
+	{ "five 1xx skipped (Go's bound)", "HTTP/1.1 100 A\r\n\r\nHTTP/1.1 100 A\r\n\r\nHTTP/1.1 100 A\r\n\r\n"
+	  "HTTP/1.1 100 A\r\n\r\nHTTP/1.1 103 B\r\n\r\n" H200 "Content-Length: 1\r\n\r\nz", 100, 1, 200, "z" },
+	{ "a sixth 1xx refused", "HTTP/1.1 100 A\r\n\r\nHTTP/1.1 100 A\r\n\r\nHTTP/1.1 100 A\r\n\r\n"
+	  "HTTP/1.1 100 A\r\n\r\nHTTP/1.1 103 B\r\n\r\nHTTP/1.1 100 A\r\n\r\n" H200 "Content-Length: 1\r\n\r\nz",
+	  100, -E2BIG, 0, "more than 5 interim (1xx) responses" },
 	{ "204 has no body", "HTTP/1.1 204 No Content\r\n\r\nignored", 100, 1, 204, "" },
 	{ "304 has no body", "HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", 100, 1, 304, "" },
 	{ "status without a reason", "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", 100, 1, 404, "" },

@@ -425,7 +425,7 @@ static void test_probe_address(const char *fake)
 	int r = nerdctl_list(&o, &ri, clock_mono_ms() + 10000, &l, &e);
 	is_int(r, 0, "probe: listed (%s)", e.msg);
 	if (r == 0 && l.n == 1) {
-		is_int(probes_sync(NULL, &l, NULL), 0, "probe: prepared");
+		is_int(probes_sync(NULL, &l, NULL, false), 0, "probe: prepared");
 		is_str(l.v[0].probe && l.v[0].probe->usable ? l.v[0].probe->target : "(none)",
 		       "http://10.4.0.5:18080", "probe: nerdctl's unknown-eth0 address");
 		struct verdict v;

@@ -160,6 +160,7 @@ static void labels(void)
 	}
 }
 
+#define I1XX "HTTP/1.1 100 Continue\r\n\r\n"
 static void answers(void)
 {
 	static const struct {
@@ -181,6 +182,10 @@ static void answers(void)
 		{ "", true, PROBE_CUT, 0 },
 		{ "SSH-2.0-OpenSSH_9.2\r\n", false, PROBE_BAD_ANSWER, 0 },
 		{ "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 200 },
+		/* Five interim answers at most, as Go's client (kubelet's): the
+		 * sixth ends the probe at once, not at its timeout (issue 34). */
+		{ I1XX I1XX I1XX I1XX I1XX "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, PROBE_PASS, 200 },
+		{ I1XX I1XX I1XX I1XX I1XX I1XX, false, PROBE_TOO_BIG, 100 },
 		{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false, PROBE_PASS, 200 },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -313,7 +318,7 @@ static int parse_one(const char *fmt_extra, const char *mode, const char *nets,
 		     struct container *c)
 {
 	int r = parse_obj(fmt_extra, mode, nets, c);
-	return r < 0 ? r : probe_prepare(c, NULL);
+	return r < 0 ? r : probe_prepare(c, NULL, false);
 }
 
 #define NET(name, ip) "\"" name "\":{\"IPAddress\":\"" ip "\"}"
@@ -360,6 +365,18 @@ static void addresses(void)
 		  "http://172.20.0.4:8080", NULL },
 		/* A sidecar in another's stack has no networks to compare. */
 		{ "demo_a", NET("demo_a", "172.20.0.4"), "container:abc", "", "http://172.20.0.4:8080", NULL },
+		/* Addresses the runtime reports that are never connected to
+		 * (issue 34): a macvlan's ipv4_address can name anything. */
+		{ "mv", NET("mv", "169.254.169.254"), NULL, NULL, NULL, "link-local (169.254.0.0/16): not probed" },
+		{ "mv", NET("mv", "127.0.0.2"), NULL, NULL, NULL, "loopback (127.0.0.0/8)" },
+		{ "mv", NET("mv", "0.1.2.3"), NULL, NULL, NULL, "in 0.0.0.0/8" },
+		{ "mv", NET("mv", "224.0.0.1"), NULL, NULL, NULL, "multicast (224.0.0.0/4)" },
+		{ "mv", NET("mv", "239.255.255.250"), NULL, NULL, NULL, "multicast" },
+		{ "mv", NET("mv", "255.255.255.255"), NULL, NULL, NULL, "reserved or broadcast" },
+		{ "mv", NET("mv", "240.0.0.1"), NULL, NULL, NULL, "reserved or broadcast" },
+		{ "mv", NET("mv", "169.253.255.255"), NULL, NULL, "http://169.253.255.255:8080", NULL },
+		{ "mv", NET("mv", "223.255.255.254"), NULL, NULL, "http://223.255.255.254:8080", NULL },
+		{ "mv", NET("mv", "10.0.0.7"), NULL, NULL, "http://10.0.0.7:8080", NULL },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		struct container c, self = { 0 };
@@ -367,7 +384,7 @@ static void addresses(void)
 		if (r == 0 && t[i].self_mode)
 			r = parse_obj("", t[i].self_mode, t[i].self_nets, &self);
 		if (r == 0)
-			r = probe_prepare(&c, t[i].self_mode ? &self : NULL);
+			r = probe_prepare(&c, t[i].self_mode ? &self : NULL, false);
 		ok(r == 0 && c.probe, "address %zu parsed", i);
 		if (r == 0 && c.probe && t[i].target)
 			is_str(c.probe->usable ? c.probe->target : c.probe->why, t[i].target,
@@ -378,6 +395,15 @@ static void addresses(void)
 		container_free(&c);
 		container_free(&self);
 	}
+	/* A remote Docker (tcp:// to another host): its addresses are that
+	 * host's networks; no probe, an entry that says why (issue 34). */
+	struct container c;
+	int r = parse_obj("", "demo_default", NET("demo_default", "172.18.0.2"), &c);
+	if (r == 0)
+		r = probe_prepare(&c, NULL, true);
+	ok(r == 0 && c.probe && !c.probe->usable && strstr(c.probe->why, "Docker is not on this machine"),
+	   "a remote Docker: no probe (%s)", r == 0 && c.probe ? c.probe->why : "");
+	container_free(&c);
 }
 
 static const char *judged(struct container *c, size_t n)

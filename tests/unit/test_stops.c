@@ -35,6 +35,7 @@ static const struct scase {
 	size_t n;
 	const char *stopping; /* ids marked, in list order, "," between */
 	const char *kept;     /* ids of the list still noted after, same form */
+	long long now;        /* the refresh's time (0: 1000, within every bound) */
 } cases[] = {
 	{ "docker stop: its stop signal (default SIGTERM)", { { "kill", "a", 15, 100 } }, { { 0 } },
 	  { RUN("a", NULL, 50) }, 1, "a", "a" },
@@ -106,6 +107,29 @@ static const struct scase {
 	  { { 0 } }, { RUN("a", NULL, 50) }, 1, "", "" },
 	{ "an event without an id is not noted", { { "kill", "", SIGKILL, 100 } }, { { 0 } },
 	  { RUN("a", NULL, 50) }, 1, "", "" },
+	/* Each signal keeps its own time (issue 34): a SIGHUP after a start
+	 * the stream missed does not make the stop before it look new. */
+	{ "a stop, a missed start, then a SIGHUP: not stopping",
+	  { { "kill", "a", SIGTERM, 100 }, { "kill", "a", SIGHUP, 300 } }, { { 0 } },
+	  { RUN("a", NULL, 200) }, 1, "", "" },
+	{ "a SIGHUP, a missed start, then the stop signal: stopping",
+	  { { "kill", "a", SIGHUP, 100 }, { "kill", "a", SIGTERM, 300 } }, { { 0 } },
+	  { RUN("a", NULL, 200) }, 1, "a", "a" },
+	/* Bounded by the stop timeout (Docker's 10 s unless the container
+	 * sets one) and 5 s: past it Docker sent a docker stop its SIGKILL. */
+	{ "still running 15 s after its stop signal: stopping",
+	  { { "kill", "a", SIGTERM, 1000000000LL } }, { { 0 } }, { RUN("a", NULL, 50) }, 1, "a",
+	  "a", 16000000000LL },
+	{ "still running 15.1 s after its stop signal: judged again, forgotten",
+	  { { "kill", "a", SIGTERM, 1000000000LL } }, { { 0 } }, { RUN("a", NULL, 50) }, 1, "", "",
+	  16100000000LL },
+	{ "a stop timeout of 30 s: stopping 30 s after",
+	  { { "kill", "a", SIGTERM, 1000000000LL } }, { { 0 } },
+	  { { .id = "a", .name = "a", .state = "running", .running = true, .health = "healthy",
+	      .started_at_ns = 50, .has_stop_timeout = true, .stop_timeout_s = 30 } },
+	  1, "a", "a", 31000000000LL },
+	{ "a kill without a time has no bound", { { "kill", "a", SIGTERM, 0 } }, { { 0 } },
+	  { RUN("a", NULL, 50) }, 1, "a", "a", 99000000000LL },
 };
 
 static void note_all(struct stops *t, const struct ev *e)
@@ -149,7 +173,7 @@ static void test_cases(void)
 		note_all(t, tc->before);
 		uint64_t mark = stops_mark(t);
 		note_all(t, tc->after);
-		stops_apply(t, &l, mark);
+		stops_apply(t, &l, mark, tc->now ? tc->now : 1000);
 		stopping_ids(&l, got, sizeof(got));
 		is_str(got, tc->stopping, "%s: stopping", tc->what);
 		kept_ids(t, got, sizeof(got));
