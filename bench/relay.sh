@@ -323,8 +323,8 @@ relay_waves() {
 	waves_run nginx "$3"
 	section "7e. The front keeps what it carries (issue 33): a followed log (a line every 4 s) opened first; from 127.0.0.2 $WAVES waves of $WAVE_N newcomers, one every 3 s, each sending GET /1k, reading the answer and sitting idle (more than the 512 relay slots); a dashboard request (GET /1k, fresh connection) every 200 ms. nginx: 7b's reference front, worker_connections 8192"
 	row "measure" "agent" "nginx (1 wkr)" "" "target" ""
-	row "the followed log at the end" "$(cat "$T/waves.agent.log")" "$(cat "$T/waves.nginx.log")" "" "end=open" \
-		"$(yes_no grep -q end=open "$T/waves.agent.log")"
+	row "the followed log at the end" "$(tail -n1 "$T/waves.agent.log")" "$(tail -n1 "$T/waves.nginx.log")" "" \
+		"end=open" "$(yes_no grep -q end=open "$T/waves.agent.log")"
 	row "newcomers answered / opened" "$(waves_answered agent)" "$(waves_answered nginx)" "" "all" ""
 	d=$(cat "$T/waves.agent.dash") n=$(cat "$T/waves.nginx.dash")
 	row "dashboard requests answered" "$(kv ok "$d")/$(kv polls "$d")" "$(kv ok "$n")/$(kv polls "$n")" "" "100%" \
