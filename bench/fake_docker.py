@@ -107,9 +107,12 @@ def build(api, n, project, unhealthy, probe_port=0, probe_interval="1s",
             ins["Config"].pop("Healthcheck", None)
             ins["State"].pop("Health", None)
             it.pop("Health", None)
-            ins["HostConfig"]["NetworkMode"] = project + "_default"
-            ins["NetworkSettings"]["Networks"] = {
-                project + "_default": {"IPAddress": "127.0.0.1", "IPPrefixLen": 8}}
+            # network_mode: host, the one way a container's own address is
+            # loopback: a bridge network reporting 127.0.0.1 is refused
+            # (runtime/probes.c), as a runtime's address never meant for
+            # a container.
+            ins["HostConfig"]["NetworkMode"] = "host"
+            ins["NetworkSettings"]["Networks"] = {"host": {"IPAddress": "", "IPPrefixLen": 0}}
         inspects[cid] = go_json(ins)
     return go_json(listing), inspects
 
