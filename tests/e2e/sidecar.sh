@@ -19,6 +19,10 @@
 # out: judged at a clock 61 s later (faketime) rather than waited for. The
 # sidecar refreshes every 10 s: a drain's write must carry a time before the
 # next timer refresh's.
+# The agent it runs is the image's, built from build/ whatever the round (an
+# ASan agent needs libraries the image does not carry), so the sanitizer
+# round would run the same image again:
+# tests/run: once
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh
