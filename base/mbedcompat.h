@@ -7,6 +7,7 @@
 #ifndef HEALTHD_MBEDCOMPAT_H
 #define HEALTHD_MBEDCOMPAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <mbedtls/version.h>
@@ -19,6 +20,13 @@
 #define MBEDCOMPAT_3 1
 #else
 #define MBEDCOMPAT_3 0
+#endif
+
+/* The probes read the server's certificate while the handshake is under way
+ * (mbedcompat_handshake_peer_cert); without this option mbedtls keeps only
+ * its digest and key, elsewhere. Debian's and Yocto's builds have it. */
+#ifndef MBEDTLS_SSL_KEEP_PEER_CERTIFICATE
+#error "mbedtls must be built with MBEDTLS_SSL_KEEP_PEER_CERTIFICATE"
 #endif
 
 /* SHA-256 of in into out; 0 or an mbedtls error. 3.0 gave the _ret
@@ -102,6 +110,32 @@ static inline void mbedcompat_conf_ecdhe_only(mbedtls_ssl_config *conf)
 		MBEDTLS_ECP_DP_NONE,
 	};
 	mbedtls_ssl_conf_curves(conf, curves);
+#endif
+}
+
+/* True once the handshake is over. 3.x made the state private and added
+ * this call; 2.28 has only the state. */
+static inline bool mbedcompat_handshake_over(mbedtls_ssl_context *ssl)
+{
+#if MBEDCOMPAT_3
+	return mbedtls_ssl_is_handshake_over(ssl);
+#else
+	return ssl->state == MBEDTLS_SSL_HANDSHAKE_OVER;
+#endif
+}
+
+/* The server's certificate chain as soon as a handshake step has parsed it,
+ * before the server's signature is checked; NULL before. Both generations'
+ * mbedtls_ssl_get_peer_cert read the session of a finished handshake
+ * (ssl->session, set at its end), so this reads the session being
+ * negotiated, a private field in 3.x. */
+static inline const mbedtls_x509_crt *mbedcompat_handshake_peer_cert(const mbedtls_ssl_context *ssl)
+{
+#if MBEDCOMPAT_3
+	const mbedtls_ssl_session *s = ssl->MBEDTLS_PRIVATE(session_negotiate);
+	return s ? s->MBEDTLS_PRIVATE(peer_cert) : NULL;
+#else
+	return ssl->session_negotiate ? ssl->session_negotiate->peer_cert : NULL;
 #endif
 }
 

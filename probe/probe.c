@@ -407,6 +407,8 @@ bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
 	s->runs++;
 	s->last = r;
 	s->last_status = http_status;
+	/* The prober adds a refused key after this, when there is one. */
+	memset(&s->last_key, 0, sizeof(s->last_key));
 	s->last_ms = now_ms;
 	if (r == PROBE_PASS) {
 		s->failing_streak = 0;
@@ -461,9 +463,19 @@ void probe_last_detail(const struct probe_state *s, char *buf, size_t n)
 	char last[64];
 	const char *name = h2_error_name(s->last_status);
 	probe_last_text(s, last, sizeof(last));
+	const struct probe_key_refusal *key = &s->last_key;
 	if (s->last == PROBE_STREAM_RESET || s->last == PROBE_GOAWAY)
 		snprintf(buf, n, "%s, HTTP/2 error code %d%s%s", last, s->last_status,
 			 name ? " " : "", name ? name : "");
+	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_BITS)
+		snprintf(buf, n, "%s, server RSA key of %u bits, over %u", last, key->bits,
+			 PROBE_RSA_MAX_BITS);
+	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_EXPONENT && key->bits <= 64)
+		snprintf(buf, n, "%s, server RSA exponent %llu, over %u", last,
+			 (unsigned long long)key->exponent, PROBE_RSA_MAX_EXPONENT);
+	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_EXPONENT)
+		snprintf(buf, n, "%s, server RSA exponent of %u bits, over %u", last, key->bits,
+			 PROBE_RSA_MAX_EXPONENT);
 	else
 		snprintf(buf, n, "%s", last);
 }

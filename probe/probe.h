@@ -112,6 +112,22 @@ void probe_answer_free(struct probe_answer *a);
 
 enum probe_status { PROBE_STARTING, PROBE_HEALTHY, PROBE_UNHEALTHY };
 
+/* The largest server RSA key a TLS probe uses (issue 34). Without a
+ * certificate check the server still signs the handshake, and checking that
+ * signature costs what its key costs, on the one probe thread: a key over
+ * these bounds fails the probe before it is used (probe/prober.c). */
+#define PROBE_RSA_MAX_BITS 4096
+#define PROBE_RSA_MAX_EXPONENT 65537
+
+/* Why a TLS probe refused the server's key: for the operator only (the
+ * public words stay "TLS handshake failed"). */
+enum probe_key_bound { PROBE_KEY_OK, PROBE_KEY_BITS, PROBE_KEY_EXPONENT };
+struct probe_key_refusal {
+	enum probe_key_bound bound;
+	unsigned bits;     /* PROBE_KEY_BITS: the modulus's; PROBE_KEY_EXPONENT: the exponent's */
+	uint64_t exponent; /* PROBE_KEY_EXPONENT of 64 bits or fewer: its value */
+};
+
 /* A probe's record, as Docker keeps State.Health. Times are CLOCK_REALTIME
  * ms (start_period is measured from the container's StartedAt, as Docker
  * does). */
@@ -123,6 +139,8 @@ struct probe_state {
 	 * (PROBE_GRPC_STATUS) or the HTTP/2 error code (PROBE_STREAM_RESET,
 	 * PROBE_GOAWAY); 0 when none. */
 	int last_status;
+	/* Of a last PROBE_TLS that refused the server's key; zero otherwise. */
+	struct probe_key_refusal last_key;
 	int64_t last_ms;  /* when the last probe ended; 0: none yet */
 	int64_t since_ms; /* when status last changed (or the target appeared) */
 	uint64_t runs;
@@ -143,7 +161,7 @@ void probe_state_text(const struct probe_state *s, char *buf, size_t n);
  * "gRPC health status NOT_SERVING": the public words. */
 void probe_last_text(const struct probe_state *s, char *buf, size_t n);
 /* The same with what only the operator sees (the HTTP/2 error code of a
- * reset or a GOAWAY). */
+ * reset or a GOAWAY, the server key a TLS probe refused). */
 void probe_last_detail(const struct probe_state *s, char *buf, size_t n);
 
 /* What a container's probe is, for the judge and the operator's view:

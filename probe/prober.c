@@ -19,6 +19,8 @@
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/rsa.h>
 #include <mbedtls/ssl.h>
 
 #include "base/clock.h"
@@ -60,6 +62,8 @@ struct conn {
 	unsigned acks_sent; /* SETTINGS ACKs written whole */
 	size_t ack_off;     /* bytes written of the next one */
 	mbedtls_ssl_context *ssl;
+	bool key_judged; /* the server's key was looked at (handshake) */
+	struct probe_key_refusal key; /* why it was refused; zero if it was not */
 	int io_errno;
 	bool late; /* its deadline passed with bytes ready: had its one more step */
 };
@@ -282,6 +286,7 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 	int64_t now = clock_mono_ms(), real = clock_real_ms();
 	uint64_t gen = c->gen;
 	int64_t start = c->start_real;
+	struct probe_key_refusal key = c->key;
 	conn_close(p, c);
 	pthread_mutex_lock(&p->lock);
 	if (r > PROBE_NONE && r < PROBE_N_RESULTS)
@@ -292,6 +297,7 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 			continue;
 		char text[sizeof(t->text)];
 		probe_state_apply(&t->st, &t->spec, r, status, start, t->started_ms, real);
+		t->st.last_key = key;
 		probe_state_text(&t->st, text, sizeof(text));
 		/* A change in the public words (status, or the reason of a
 		 * failing probe) is what a refresh would publish: ask for one,
@@ -425,6 +431,65 @@ static void start_tls(struct prober *p, struct conn *c)
 	}
 	mbedtls_ssl_set_bio(c->ssl, c, bio_send, bio_recv, NULL);
 	c->phase = P_TLS;
+}
+
+/* Whether checking a signature made with the server's key costs what the
+ * probe thread can give (docs/design.md §4 "Probes"): an RSA key over
+ * PROBE_RSA_MAX_BITS, or whose public exponent is over
+ * PROBE_RSA_MAX_EXPONENT, is refused, with why in *why. An elliptic-curve
+ * key costs what the library's own curves cost. */
+static bool key_affordable(const mbedtls_pk_context *pk, struct probe_key_refusal *why)
+{
+	if (mbedtls_pk_get_type(pk) != MBEDTLS_PK_RSA)
+		return true;
+	mbedtls_mpi n, e;
+	mbedtls_mpi_init(&n);
+	mbedtls_mpi_init(&e);
+	bool affordable = false;
+	if (mbedtls_rsa_export(mbedtls_pk_rsa(*pk), &n, NULL, NULL, NULL, &e) != 0) {
+		/* A key mbedtls parsed but cannot give back: refused, with no why. */
+	} else if (mbedtls_mpi_bitlen(&n) > PROBE_RSA_MAX_BITS) {
+		why->bound = PROBE_KEY_BITS;
+		why->bits = (unsigned)mbedtls_mpi_bitlen(&n);
+	} else if (mbedtls_mpi_cmp_int(&e, PROBE_RSA_MAX_EXPONENT) > 0) {
+		unsigned char be[8];
+		why->bound = PROBE_KEY_EXPONENT;
+		why->bits = (unsigned)mbedtls_mpi_bitlen(&e);
+		if (why->bits <= 64 && mbedtls_mpi_write_binary(&e, be, sizeof(be)) == 0)
+			for (size_t i = 0; i < sizeof(be); i++)
+				why->exponent = why->exponent << 8 | be[i];
+	} else {
+		affordable = true;
+	}
+	mbedtls_mpi_free(&n);
+	mbedtls_mpi_free(&e);
+	return affordable;
+}
+
+/* handshake()'s result for a refused key: above every mbedtls error, which
+ * are negative. */
+#define KEY_REFUSED 1
+
+/* Runs the handshake as far as it can go now, one step at a time, so that
+ * the server's key is judged as soon as its Certificate is parsed and
+ * before any signature made with it is checked (ServerKeyExchange in TLS
+ * 1.2, CertificateVerify in 1.3). With VERIFY_NONE mbedtls calls no verify
+ * callback, and mbedtls_ssl_handshake would run on into the signature.
+ * 0 once it is over, KEY_REFUSED (c->key says why), or an mbedtls error. */
+static int handshake(struct conn *c)
+{
+	while (!mbedcompat_handshake_over(c->ssl)) {
+		int r = mbedtls_ssl_handshake_step(c->ssl);
+		if (r != 0)
+			return r;
+		const mbedtls_x509_crt *chain = mbedcompat_handshake_peer_cert(c->ssl);
+		if (!c->key_judged && chain) {
+			c->key_judged = true;
+			if (!key_affordable(&chain->pk, &c->key))
+				return KEY_REFUSED;
+		}
+	}
+	return 0;
 }
 
 /* Waits as mbedtls asked; false when r is a failure. */
@@ -584,7 +649,11 @@ static void step(struct prober *p, struct conn *c)
 		}
 	}
 	if (c->phase == P_TLS) {
-		int r = mbedtls_ssl_handshake(c->ssl);
+		int r = handshake(c);
+		if (r == KEY_REFUSED) {
+			finish(p, c, PROBE_TLS, 0);
+			return;
+		}
 		if (r != 0) {
 			if (!tls_again(p, c, r))
 				finish(p, c, c->io_errno ? errno_result(c->io_errno) : PROBE_TLS, 0);
