@@ -155,13 +155,15 @@ deps:
 # One recipe line a phase: `make -n test` runs the lines that name $(MAKE),
 # and must not run tests/run with them.
 TEST_PHASES = $(BUILD)/test-phases
+# The two builds use every core (the objects do not depend on the order).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 phase = t=$$(date +%s); $(1) && d=$$(($$(date +%s) - t)) && \
 	echo "== phase $(2): $$d s" && echo "$(2) $$d s" >>$(TEST_PHASES)
 test:
 	@mkdir -p $(BUILD) && : >$(TEST_PHASES)
 	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
-	@$(call phase,$(MAKE) --no-print-directory WERROR=1 all,build)
-	@$(call phase,$(MAKE) --no-print-directory WERROR=1 asan,asan build)
+	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 all,build)
+	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 asan,asan build)
 	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan
 
 run:
