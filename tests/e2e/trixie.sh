@@ -31,10 +31,7 @@ for c in debootstrap unshare chroot git; do
 	command -v "$c" >/dev/null 2>&1 || skip_all "$c is not installed"
 done
 
-ROOTFS_SUITE=trixie
-ROOTFS_MIRROR_SUITE=bookworm
-ROOTFS_FLAVOR=build
-ROOTFS_INCLUDE=gcc,make,pkg-config,libmicrohttpd-dev,libprotobuf-c-dev,protobuf-c-compiler,libjsmn-dev,libmbedtls-dev,libsystemd-dev,curl,python3,protobuf-compiler,procps,iproute2,openssl
+ROOTFS_PRESET=trixie-build
 . tests/lib/rootfs.sh
 . tests/lib/scratch.sh
 

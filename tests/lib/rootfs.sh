@@ -1,8 +1,21 @@
 # SPDX-License-Identifier: Apache-2.0
 # A Debian 12 root with systemd as PID 1, for tests that need a real systemd
-# (sourced). debootstrap takes most of a minute, so the tarball is cached per
-# machine under $ROOTFS_CACHE, keyed by the day and the package list; a
-# concurrent run waits on the lock rather than building it twice.
+# (sourced). debootstrap takes minutes on a fresh machine, so the tarball is
+# cached per machine under $ROOTFS_CACHE, keyed by the day and the package
+# list; a concurrent run waits on the lock rather than building it twice.
+# A caller that wants another root names its preset (ROOTFS_PRESET, below)
+# before sourcing this file, so that tests/lib/prefetch_roots.sh, which
+# tests/run starts in the background, builds the very same tarball.
+case "${ROOTFS_PRESET:-systemd}" in
+systemd) ;;
+trixie-build) # Debian 13's toolchain and libraries (tests/e2e/trixie.sh)
+	ROOTFS_SUITE=trixie
+	ROOTFS_MIRROR_SUITE=bookworm
+	ROOTFS_FLAVOR=build
+	ROOTFS_INCLUDE=gcc,make,pkg-config,libmicrohttpd-dev,libprotobuf-c-dev,protobuf-c-compiler,libjsmn-dev,libmbedtls-dev,libsystemd-dev,curl,python3,protobuf-compiler,procps,iproute2,openssl
+	;;
+*) echo "tests/lib/rootfs.sh: unknown ROOTFS_PRESET ${ROOTFS_PRESET}" >&2 ;;
+esac
 ROOTFS_CACHE=${ROOTFS_CACHE:-/var/cache/dstack-healthd-tests}
 ROOTFS_SUITE=${ROOTFS_SUITE:-bookworm}
 # The mirror is this machine's own (rootfs_mirror): the URI apt's sources give
