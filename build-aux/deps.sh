@@ -35,6 +35,9 @@ pkgs_test="$pkgs_test python3-grpcio"
 # skopeo and a registry on loopback; diffoscope's account of two builds that
 # differ (tests/e2e/reproducible.sh too).
 pkgs_test="$pkgs_test skopeo docker-registry diffoscope-minimal"
+# The example app's proxy: Debian's Caddy in a busybox root
+# (tests/e2e/example.sh; the iptables its bridge needs comes with docker.io).
+pkgs_test="$pkgs_test caddy"
 pkgs_fuzz="clang libclang-rt-14-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"

@@ -181,10 +181,14 @@ check() {
 		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
 		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
 	"make image" | \
-	"skopeo copy oci-archive:build/dstack-healthd-0.1.0.oci.tar docker://REGISTRY/dstack-healthd:0.1.0" | \
 	"make verify-image IMAGE=REGISTRY/dstack-healthd@sha256:...")
 		grep -qF -- "$(image_form "$cmd")" tests/e2e/image.sh
 		ok $? "$what: run by tests/e2e/image.sh, with a registry on loopback" ;;
+	"skopeo copy oci-archive:build/dstack-healthd-0.1.0.oci.tar docker://REGISTRY/dstack-healthd:0.1.0")
+		grep -qF -- "$(image_form "$cmd")" tests/e2e/image.sh &&
+			grep -qF -- 'skopeo copy -q --dest-tls-verify=false "$1" "docker://$REGISTRY/$2"' \
+				tests/lib/registry.sh
+		ok $? "$what: run by tests/e2e/image.sh (registry_push), with a registry on loopback" ;;
 	"docker exec APP-healthd-1 dstack-healthd status" | \
 	"docker exec APP-healthd-1 dstack-healthd drain --wait")
 		grep -qF -- "$(sidecar_form "$cmd")" tests/e2e/sidecar.sh tests/lib/sidecar_image.sh
@@ -235,7 +239,7 @@ sidecar_form() { echo "exec \"\$SC\" ${1#docker exec APP-healthd-1 }"; }
 image_form() {
 	case "$1" in
 	"make image") echo 'image) >"$d.log"' ;;
-	skopeo*) echo 'skopeo copy -q --dest-tls-verify=false "oci-archive:$ONE/$ARCHIVE" "docker://$REG/dstack-healthd:test"' ;;
+	skopeo*) echo 'registry_push "oci-archive:$ONE/$ARCHIVE" dstack-healthd:test' ;;
 	*) echo 'verify-image IMAGE="$REG/dstack-healthd@$D1"' ;;
 	esac
 }

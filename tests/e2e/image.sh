@@ -177,28 +177,20 @@ else
 fi
 
 # --- 3. push as built, pull by digest, run --------------------------------------
-REGISTRY_BIN=$(command -v docker-registry 2>/dev/null)
-if ! command -v skopeo >/dev/null 2>&1 || [ -z "$REGISTRY_BIN" ]; then
-	diag "skopeo or docker-registry is not installed: the push is not tried (build-aux/deps.sh test installs both)"
+. tests/lib/registry.sh
+registry_start "$T/registry"
+rc=$?
+[ -z "$REGISTRY_PID" ] || PIDS+=("$REGISTRY_PID")
+if [ $rc -eq 2 ]; then
+	diag "$REGISTRY_WHY: the push is not tried"
 	done_testing
 	exit
 fi
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-REG=127.0.0.1:$PORT
-mkdir -p "$T/registry"
-printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n' \
-	"$T/registry" "$REG" >"$T/registry.yml"
-"$REGISTRY_BIN" serve "$T/registry.yml" >"$T/registry.log" 2>&1 &
-PIDS+=($!)
-registry_up() { curl -fs --max-time 2 "http://$REG/v2/" >/dev/null; }
-wait_for 30 registry_up
-ok $? "Debian's docker-registry on $REG"
-skopeo copy -q --dest-tls-verify=false "oci-archive:$ONE/$ARCHIVE" "docker://$REG/dstack-healthd:test" \
-	>"$T/push.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || sed 's/^/# /' "$T/push.log"
-is "$rc" 0 "skopeo copy of the archive to the registry"
-is "$(skopeo inspect --tls-verify=false --format '{{.Digest}}' "docker://$REG/dstack-healthd:test" 2>&1)" "$D1" \
+REG=$REGISTRY
+ok $rc "Debian's docker-registry on $REG"
+registry_push "oci-archive:$ONE/$ARCHIVE" dstack-healthd:test
+is "$?" 0 "skopeo copy of the archive to the registry"
+is "$(registry_digest dstack-healthd:test)" "$D1" \
 	"the registry shows the digest make image printed"
 (env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS SKOPEO_OPTS=--tls-verify=false make --no-print-directory -C "$ONE" \
 	REV="$REV" COMMIT="$COMMIT" SOURCE_DATE_EPOCH="$EPOCH" verify-image IMAGE="$REG/dstack-healthd@$D1") \
@@ -208,8 +200,7 @@ like "$(tail -n 1 "$T/verify.log")" "^verify-image: same: .* is $D1, built here 
 # An image of another commit (the same agent): verify-image names the file.
 SOURCE_DATE_EPOCH=$EPOCH COMMIT=0000000000000000000000000000000000000000 REV=$REV VERSION=x TREE=clean \
 	build-aux/image.py "$T/other.oci.tar" "$AGENT" >/dev/null 2>"$T/other.log" &&
-	skopeo copy -q --dest-tls-verify=false "oci-archive:$T/other.oci.tar" "docker://$REG/dstack-healthd:other" \
-		>>"$T/other.log" 2>&1
+	registry_push "oci-archive:$T/other.oci.tar" dstack-healthd:other >>"$T/other.log"
 ok $? "an image of another commit pushed beside it"
 (env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS SKOPEO_OPTS=--tls-verify=false make --no-print-directory -C "$ONE" \
 	REV="$REV" COMMIT="$COMMIT" SOURCE_DATE_EPOCH="$EPOCH" verify-image IMAGE="$REG/dstack-healthd:other") \

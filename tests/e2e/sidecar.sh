@@ -103,17 +103,7 @@ is "$J" "$HEALTHD_OK" "the file is judged healthy (the web service is)"
 
 # Least privilege (issue 35), as the kernel sees the sidecar's process: it
 # reads the Docker socket and writes the file all the same.
-SCPID=$("$DH_DOCKER" inspect -f '{{.State.Pid}}' "$SC")
-is "$(awk '/^Uid:/ { print $2, $3 }' "/proc/$SCPID/status")" "65532 65532" \
-	"the sidecar runs as the image's user 65532, not root"
-like "$(awk '/^Groups:/' "/proc/$SCPID/status")" "[[:space:]]$SC_DOCKER_GID( |\$)" \
-	"...with the socket's group ($SC_DOCKER_GID) added (group_add)"
-is "$(awk '/^CapEff:|^CapPrm:|^CapBnd:|^NoNewPrivs:/ { printf "%s%s ", $1, $2 }' "/proc/$SCPID/status")" \
-	"CapPrm:0000000000000000 CapEff:0000000000000000 CapBnd:0000000000000000 NoNewPrivs:1 " \
-	"no capability, none to gain (cap_drop ALL), no new privileges"
-is "$("$DH_DOCKER" inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$SC")" true "a read-only root"
-"$DH_DOCKER" exec "$SC" /bin/sh -c true >/dev/null 2>&1
-ok $([ $? -ne 0 ]; echo $?) "no shell in the image"
+sidecar_least_privilege "$SC" "$SC_DOCKER_GID"
 is "$(dh_state "$SC")" "running unhealthy" \
 	"meanwhile the sidecar's own container is unhealthy to Docker: it is not judged"
 is "$("$DH_DOCKER" inspect -f '{{.Config.Hostname}}' "$SC")" healthd-sidecar \

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A server for the probe tests (tests/e2e/probes.sh), built static so that
- * it runs alone in an image with no shell: `probe_server PORT [DIR]` listens
- * on 0.0.0.0:PORT and answers each connection as the first word of DIR/mode
- * says at that moment (default "200"; DIR defaults to /ctl):
+/* A server for the probe tests (tests/e2e/probes.sh) and the example app's
+ * distroless service (tests/e2e/example.sh), built static so that it runs
+ * alone in an image with no shell: `probe_server PORT [DIR]` or
+ * `probe_server --listen=:PORT` listens on 0.0.0.0:PORT and answers each
+ * connection as the first word of DIR/mode says at that moment (default
+ * "200"; DIR defaults to /ctl, which a test can fill with `docker cp`):
  *   200, 204, 302, 500  that status, with a body and a header the agent must
  *                       never pass on (SECRET-BODY, X-Secret)
  *   refuse     no listener at all (connections are refused)
@@ -15,7 +17,8 @@
  *   grpc-serving, grpc-notserving
  *              a gRPC server's answer to grpc.health.v1.Health/Check over
  *              HTTP/2 (issue 34): SERVING or NOT_SERVING, then trailers
- * Each connection is served by a child process; nothing is kept. */
+ * Each connection is served by a child process; nothing is kept. SIGTERM
+ * ends it with status 0: as a container's PID 1 it has no default action. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -128,12 +131,27 @@ static int listen_on(int port)
 	return fd;
 }
 
+static void on_term(int sig)
+{
+	(void)sig;
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	char m[64];
-	int port = argc > 1 ? atoi(argv[1]) : 8080, lfd = -1;
+	int port = 8080, lfd = -1;
+	if (argc > 1 && !strncmp(argv[1], "--listen=:", 10))
+		port = atoi(argv[1] + 10);
+	else if (argc > 1)
+		port = atoi(argv[1]);
+	if (port <= 0 || port > 65535) {
+		fprintf(stderr, "usage: probe_server PORT [DIR] | --listen=:PORT [DIR]\n");
+		return 2;
+	}
 	if (argc > 2)
 		dir = argv[2];
+	signal(SIGTERM, on_term);
 	signal(SIGCHLD, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {

@@ -3,12 +3,15 @@
 #
 # dockerd_start makes a short mktemp -d folder $DH_T (unix socket paths must
 # fit in 108 bytes, and containerd puts its own sockets under the exec root),
-# starts dockerd there with no bridge and no iptables, exports DOCKER_HOST for
+# starts dockerd there with no bridge and no iptables (DH_DOCKERD_NET=bridge:
+# Docker's default bridge and its iptables rules, for a test that runs in a
+# network namespace of its own: see dh_net_args), exports DOCKER_HOST for
 # /usr/bin/docker and docker-compose 1.29, and builds two images from the
 # static busybox: healthd-test:1 (no healthcheck) and healthd-test-hc:1 (an
 # image-level HEALTHCHECK, 1 s interval). It installs an EXIT trap that stops
 # every process registered with dh_track, then the daemon, unmounts what the
-# shims left under $DH_T and removes it. Containers need network_mode: none.
+# shims left under $DH_T and removes it. Containers need network_mode: none
+# or a Compose network, but for DH_DOCKERD_NET=bridge.
 #
 # It installs nothing: when dockerd, the docker CLI, docker-compose or a
 # static busybox is missing, the whole test is skipped.
@@ -66,6 +69,29 @@ dh_skip_unless_usable() {
 	if ldd /bin/busybox >/dev/null 2>&1; then
 		skip_all "/bin/busybox is not static (install busybox-static)"
 	fi
+	if [ "${DH_DOCKERD_NET:-none}" = bridge ]; then
+		command -v iptables >/dev/null 2>&1 || skip_all "iptables is not installed"
+		dh_own_netns || skip_all "a bridge needs a network namespace of its own (tests/lib/netns.sh)"
+	fi
+}
+
+# dh_own_netns: this shell is in another network namespace than PID 1's, so
+# that what dockerd does to the network there (a bridge, iptables rules,
+# forwarding) ends with the namespace and never reaches the machine's.
+dh_own_netns() {
+	[ "$(readlink /proc/self/ns/net)" != "$(readlink /proc/1/ns/net 2>/dev/null)" ]
+}
+
+# dh_net_args: dockerd's network flags. By default no bridge and no iptables
+# rules, so that a test needs no namespace of its own. DH_DOCKERD_NET=bridge:
+# Docker's defaults (docker0, iptables, published ports, host-gateway), as on
+# a dstack guest; dh_skip_unless_usable has checked that the test runs in a
+# network namespace of its own.
+dh_net_args() {
+	case ${DH_DOCKERD_NET:-none} in
+	bridge) echo "--iptables=true" ;;
+	*) echo "--bridge=none --iptables=false --ip-masq=false" ;;
+	esac
 }
 
 # dockerd_launch: start dockerd on $DH_T (again, on the same data root, when
@@ -74,8 +100,7 @@ dh_skip_unless_usable() {
 dockerd_launch() {
 	dockerd --host "unix://$DH_T/docker.sock" --data-root "$DH_T/data" \
 		--exec-root "$DH_T/exec" --pidfile "$DH_T/docker.pid" \
-		--bridge=none --iptables=false --ip-masq=false \
-		${DH_DOCKERD_ARGS:-} >>"$DH_T/dockerd.log" 2>&1 &
+		$(dh_net_args) ${DH_DOCKERD_ARGS:-} >>"$DH_T/dockerd.log" 2>&1 &
 	DH_DOCKERD_PID=$!
 	if ! wait_for 30 dh_ping_or_dead; then
 		diag "dockerd did not answer /_ping within 30 s"
@@ -109,14 +134,20 @@ dockerd_wait_exit() {
 	DH_DOCKERD_PID=
 }
 
-dh_make_images() {
-	local r="$DH_T/rootfs"
-	mkdir -p "$r/bin" || return 1
-	cp /bin/busybox "$r/bin/busybox" || return 1
+# dh_busybox_root DIR: a root filesystem of the static busybox and a link in
+# /bin for each of its applets (sh, wget, httpd...).
+dh_busybox_root() {
+	mkdir -p "$1/bin" || return 1
+	cp /bin/busybox "$1/bin/busybox" || return 1
 	# A link for every applet but busybox itself, made by busybox in one
 	# process (a fork per link costs seconds on a loaded machine).
-	chroot "$r" /bin/busybox --install -s /bin || return 1
-	[ -L "$r/bin/sh" ] && [ ! -L "$r/bin/busybox" ] || return 1
+	chroot "$1" /bin/busybox --install -s /bin || return 1
+	[ -L "$1/bin/sh" ] && [ ! -L "$1/bin/busybox" ]
+}
+
+dh_make_images() {
+	local r="$DH_T/rootfs"
+	dh_busybox_root "$r" || return 1
 	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' - \
 		healthd-test:1 >/dev/null || return 1
 	tar -C "$r" -c . | "$DH_DOCKER" import --change 'ENV PATH=/bin' \
