@@ -6,8 +6,9 @@
  * the guest agent spoke again, after a pause, without the client speaking.
  *
  * A link is kept (never evicted for a newcomer) while:
- *   - it is moving: bytes wait in its pipes, or it moved a byte within
- *     KEEP_SETTLE_MS (an answer whose next bytes are on their way);
+ *   - it is moving: bytes wait in its pipes or a socket's send queue, or
+ *     it moved a byte within KEEP_SETTLE_MS (an answer whose next bytes
+ *     are on their way);
  *   - it awaits an answer: the client spoke last (a request the guest agent
  *     is still working on, or a body still coming), for at most
  *     KEEP_HOLD_MS from the start of that request, however its bytes
@@ -35,7 +36,7 @@
 
 enum keep_rule {
 	KEEP_NONE,     /* idle between exchanges: may be evicted */
-	KEEP_MOVING,   /* bytes in its pipes, or one moved within KEEP_SETTLE_MS */
+	KEEP_MOVING,   /* bytes waiting to be sent on, or one moved within KEEP_SETTLE_MS */
 	KEEP_AWAITING, /* the client spoke last, within KEEP_HOLD_MS of its request */
 	KEEP_STREAM,   /* more than one exchange, or the guest agent spoke unasked */
 };
@@ -54,7 +55,7 @@ struct keep {
 void keep_start(struct keep *k, int64_t now);
 /* Bytes moved: up from the client, or down from the guest agent. */
 void keep_moved(struct keep *k, bool up, int64_t now);
-/* held: bytes wait in the link's pipes. */
+/* held: bytes wait in the link's pipes or a socket's send queue. */
 enum keep_rule keep_rule(const struct keep *k, bool held, int64_t now);
 /* When a link kept only by KEEP_SETTLE_MS becomes evictable, if nothing
  * moves meanwhile; -1 when it is kept by anything else, or not kept. */

@@ -20,6 +20,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <linux/sockios.h>
+
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -630,11 +632,22 @@ struct pick {
 	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
 };
 
-/* Bytes of the link wait to be sent on. */
+/* Bytes of the link wait to be sent on: in its pipes, or in a socket's
+ * send queue that the other side has not taken (a client that reads
+ * nothing may leave a whole answer there, the pipes empty: it is still an
+ * answer in flight, not a link idle between exchanges). Asked of the
+ * kernel only when a newcomer waits (pick). */
 static bool link_held(const struct link *l)
 {
-	return l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
-	       l->urgent[1] == URGENT_HELD;
+	if (l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
+	    l->urgent[1] == URGENT_HELD)
+		return true;
+	for (int d = 0; d < 2; d++) {
+		int q = 0;
+		if (l->fd[d] >= 0 && ioctl(l->fd[d], SIOCOUTQ, &q) == 0 && q > 0)
+			return true;
+	}
+	return false;
 }
 
 #define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))

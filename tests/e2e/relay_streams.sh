@@ -82,8 +82,10 @@ round 3 "$G"
 # waits for F.go): both await their answers. A newcomer waits for either to
 # end (a second), then is answered 503, and /status says both slots were
 # kept as awaiting an answer. Then two slots whose clients stop reading a
-# 1 MiB answer: bytes wait in both links' pipes, both are moving however
-# long they wait, and a newcomer is answered 503 again.
+# 1 MiB answer: bytes wait in both links (a 1 MiB answer may fit whole in
+# the kernel's buffers, the pipes empty: then in the agent's send queue),
+# both are moving however long they wait, and a newcomer is answered 503
+# again.
 agent K "$(slots_limit 2)" --relay "127.0.0.1:$S" || { echo "not ok - agent K did not start"; exit 1; }
 for i in 1 2; do
 	curl -s --max-time 60 "http://127.0.0.1:$K/reset?$T/slow$i" >/dev/null 2>&1 &
@@ -96,7 +98,7 @@ is "$(relay_field K refused_full) $(relay_field K kept_awaiting) $(relay_field K
 	"1 2 0 0" "/status: refused_full 1, both slots kept as awaiting an answer, none evicted"
 touch "$T/slow1.go" "$T/slow2.go"
 wait_for 30 relay_is K open 0
-piped STALL python3 "$CL" "$K" stall 4 2
+piped STALL python3 "$CL" "$K" stall 1 2
 wait_for 30 grep -q stalled "$T/STALL.out"
 out=$(curl -s -o /dev/null --max-time 20 -w '%{http_code}' "http://127.0.0.1:$K/small")
 is "$out" 503 "two slots moving bytes (their clients read nothing): a newcomer is answered 503"
