@@ -142,10 +142,13 @@ is "$(probe_field h 6 last_reason)" "connection closed by the server (GOAWAY), H
 	"status: the GOAWAY's error code, for the operator"
 # Three failures in a row (retries) make each failing one unhealthy; the
 # public words come from the agent's table alone.
+# A peer still in its start period is listed too, as "probe starting": only
+# the words "probe unhealthy" say that its retries are spent.
 all_unhealthy() {
-	[ "$(query h | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["unhealthy"]))')" = 12 ]
+	[ "$(query h | $PY -c 'import json,sys
+print(sum(1 for c in json.load(sys.stdin)["unhealthy"] if c["status"].startswith("probe unhealthy (")))')" = 12 ]
 }
-wait_for 30 all_unhealthy
+wait_for 60 all_unhealthy
 ok $? "the 12 failing peers are unhealthy, the 3 passing ones are not"
 out=$(query h)
 ok "$(printf '%s' "$out" | grep -q 'grpc-status\|debug\|ENHANCE\|HTTP/1.1 400'; echo $(( ! $? )))" \
