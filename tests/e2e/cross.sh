@@ -9,6 +9,8 @@
 # -Werror, and without the build asking apt or dpkg anything.
 # It builds its own binaries, so the sanitizer build has nothing to add:
 # tests/run: once
+# Nothing in it is shared with another script: it runs beside the first round.
+# tests/run: beside
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

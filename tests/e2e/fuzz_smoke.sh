@@ -4,6 +4,9 @@
 # short run of each (FUZZ_SMOKE_SECONDS, default 10), under ASan and UBSan.
 # One test point per target. The fuzz build is its own sanitizer build, so it
 # runs once, with the release build's turn, not again with build-asan's.
+# Nothing in it is shared with another script (its build folder is its own):
+# it runs beside the first round.
+# tests/run: beside
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

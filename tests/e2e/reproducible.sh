@@ -17,6 +17,8 @@
 #      a warning and the revision marked -dirty.
 # It builds its own binaries, so the sanitizer build has nothing to add:
 # tests/run: once
+# Nothing in it is shared with another script: it runs beside the first round.
+# tests/run: beside
 # tests/run: timeout 1800
 set -u
 cd "$(dirname "$0")/../.."

@@ -14,6 +14,8 @@
 # without network, HEALTHD_TRIXIE=0 skips it, and says so.
 # It builds its own tree, so the sanitizer build has nothing to add:
 # tests/run: once
+# Nothing in it is shared with another script: it runs beside the first round.
+# tests/run: beside
 # tests/run: timeout 1800
 set -u
 cd "$(dirname "$0")/../.."
