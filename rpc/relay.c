@@ -84,6 +84,7 @@ struct link {
 	unsigned char urgent_byte[2];
 	enum link_state state;
 	int64_t deadline; /* of the connect */
+	int64_t queued_until; /* bytes were found in a socket's send queue: held till then */
 	struct keep keep; /* its history, once connected (rpc/keep.h) */
 };
 
@@ -610,6 +611,7 @@ static int link_init(struct relay *r, struct link *l, int fd)
 	}
 	l->moved[0] = l->moved[1] = false;
 	l->urgent[0] = l->urgent[1] = URGENT_NONE;
+	l->queued_until = 0;
 	l->state = LINK_NEW;
 	if (watch(r, l, 0) == 0) {
 		atomic_fetch_add(&r->fresh, 1);
@@ -622,8 +624,9 @@ static int link_init(struct relay *r, struct link *l, int fd)
 
 /* What a newcomer with no free slot can take: the youngest link idle
  * between exchanges (rpc/keep.h); when to look again for one; and what keeps the others, for the counters.
- * O(slots), once an eviction and at most once a KEEP_SETTLE_MS while
- * newcomers wait. */
+ * O(slots), once an eviction (and once more for each would-be victim found
+ * with bytes in a send queue, held then for KEEP_SETTLE_MS) and at most
+ * once a KEEP_SETTLE_MS while newcomers wait. */
 struct pick {
 	struct link *victim; /* the youngest idle link */
 	int64_t look_at;     /* with none idle, when one may be: the first to settle,
@@ -632,27 +635,35 @@ struct pick {
 	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
 };
 
-/* Bytes of the link wait to be sent on: in its pipes, or in a socket's
- * send queue that the other side has not taken (a client that reads
- * nothing may leave a whole answer there, the pipes empty: it is still an
- * answer in flight, not a link idle between exchanges). Asked of the
- * kernel only when a newcomer waits (pick). */
-static bool link_held(const struct link *l)
+/* Bytes of the link wait to be sent on: in its pipes, or, found there by
+ * link_queued within KEEP_SETTLE_MS, in a socket's send queue. */
+static bool link_held(const struct relay *r, const struct link *l)
 {
-	if (l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
-	    l->urgent[1] == URGENT_HELD)
-		return true;
+	return l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
+	       l->urgent[1] == URGENT_HELD || r->now < l->queued_until;
+}
+
+/* Bytes wait in a socket's send queue that the other side has not taken:
+ * a client that reads nothing may leave a whole answer there, the pipes
+ * empty. That is an answer in flight, not a link idle between exchanges;
+ * it is noted, and the link is held, for KEEP_SETTLE_MS. Asked of the
+ * kernel only of the link pick() is about to evict, so that an eviction
+ * costs an ioctl or two, not two for every slot. */
+static bool link_queued(struct relay *r, struct link *l)
+{
 	for (int d = 0; d < 2; d++) {
 		int q = 0;
-		if (l->fd[d] >= 0 && ioctl(l->fd[d], SIOCOUTQ, &q) == 0 && q > 0)
+		if (l->fd[d] >= 0 && ioctl(l->fd[d], SIOCOUTQ, &q) == 0 && q > 0) {
+			l->queued_until = r->now + KEEP_SETTLE_MS;
 			return true;
+		}
 	}
 	return false;
 }
 
 #define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
 
-static void pick(struct relay *r, struct pick *p)
+static void scan(struct relay *r, struct pick *p)
 {
 	struct ring *n;
 	*p = (struct pick){ .look_at = -1 };
@@ -665,7 +676,7 @@ static void pick(struct relay *r, struct pick *p)
 		p->look_at = r->now + KEEP_SETTLE_MS;
 	for (n = r->quiet.next; n != &r->quiet; n = n->next) {
 		struct link *l = QUIET_LINK(n);
-		bool held = link_held(l);
+		bool held = link_held(r, l);
 		enum keep_rule k = keep_rule(&l->keep, held, r->now);
 		if (k == KEEP_NONE) {
 			if (!p->victim || l->keep.start > p->victim->keep.start)
@@ -683,6 +694,15 @@ static void pick(struct relay *r, struct pick *p)
 	}
 	if (p->victim)
 		p->look_at = -1;
+}
+
+/* A victim found with bytes in a send queue is held, and the slots are
+ * looked through again: each look holds one more link, never the same. */
+static void pick(struct relay *r, struct pick *p)
+{
+	do
+		scan(r, p);
+	while (p->victim && link_queued(r, p->victim));
 }
 
 /* The victim is reset both ways and its slot is the newcomer's. */
