@@ -55,14 +55,24 @@ round() {
 	# unread is a reset, passed on as one).
 	local counted
 	counted="$(relay_field "R$n" reset) $(relay_field "R$n" refused_full) $(relay_field "R$n" refused_queue)"
+	# Where a stream's bytes wait, should its lines have stopped: every
+	# socket's queues, before the clients go.
+	ss -tn >"$T/ss$n.txt" 2>&1
 	kill -TERM "$(eval echo "\$LOG${n}_PID")" "$(eval echo "\$WS${n}_PID")"
 	reap 30 "$(eval echo "\$LOG${n}_PID")"
 	reap 30 "$(eval echo "\$WS${n}_PID")"
 	lines=$(sed -n 's/^lines=\([0-9]*\).*/\1/p' "$T/LOG$n.out")
 	is "$ans" "$waves" "round $n: every newcomer of $waves waves of $WAVE ($((waves * WAVE)) against $SLOTS slots) answered"
 	like "$(tail -n1 "$T/LOG$n.out")" 'end=open' "round $n: the followed log outlived them ($(tail -n1 "$T/LOG$n.out"))"
-	[ "${lines:-0}" -ge 6 ]
-	ok $? "round $n: ...and its lines kept coming ($lines lines in $((waves * 5)) s, one every 4 s)"
+	local kept=0
+	[ "${lines:-0}" -ge 6 ] || kept=1
+	ok $kept "round $n: ...and its lines kept coming ($lines lines in $((waves * 5)) s, one every 4 s)"
+	if [ $kept -ne 0 ]; then
+		diag "the sockets before the clients went (ss -tn; the agent on $port, the guest agent on $up):"
+		diag "$(sed 's/^/  /' "$T/ss$n.txt")"
+		diag "the follower's errors: $(cat "$T/LOG$n.err" 2>/dev/null)"
+		diag "the guest agent's log: $(tail -n 20 "$T/$([ "$up" = "$S" ] && echo S || echo G).log" 2>/dev/null)"
+	fi
 	like "$(tail -n1 "$T/WS$n.out")" '^pings=([1-9][0-9]*) pongs=\1 end=open$' \
 		"round $n: the WebSocket outlived them, every ping answered ($(tail -n1 "$T/WS$n.out"))"
 	local ev
