@@ -41,8 +41,9 @@ Every answer carries "Server: stand-in", so a test tells it from the agent.
 Once listening, writes its port to --ready.
 --keepalive S: like the guest agent (Rocket, dstack.toml keep_alive = 10), a
 connection that sends nothing for S seconds between or inside requests is
-closed; no deadline for a head as such (rwf2/Rocket issue 1405). Without it,
-connections are kept as long as the client keeps them.
+closed, and "keep-alive close" written to stderr; no deadline for a head as
+such (rwf2/Rocket issue 1405). Without it, connections are kept as long as
+the client keeps them.
 --backlog N: the listen backlog (default 1024). --hold FILE: accepts nothing while FILE
 exists (a guest agent slow to accept), then serves.
 """
@@ -67,6 +68,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def log_error(self, fmt, *args):
+        # http.server's one word for a connection closed at --keepalive.
+        if fmt.startswith("Request timed out"):
+            sys.stderr.write("keep-alive close\n")
+            sys.stderr.flush()
 
     def setup(self):
         super().setup()
