@@ -53,6 +53,12 @@ int64_t keep_settles_at(const struct keep *k, bool held, int64_t now)
 	return at;
 }
 
+bool keep_reserved(unsigned older, unsigned slots)
+{
+	unsigned few = slots / 4 < 4 ? slots / 4 : 4;
+	return older < (slots / 32 > few ? slots / 32 : few);
+}
+
 const char *keep_rule_name(enum keep_rule r)
 {
 	switch (r) {

@@ -20,7 +20,14 @@
  * Anything else is idle between exchanges: a request answered and nothing
  * since. Those are evicted, the youngest first, so that a flood of
  * newcomers that are answered and then sit makes room from its own links
- * before it reaches an older one.
+ * before it reaches an older one. The oldest links are a reserve (a 32nd
+ * of the slots, 16 of 512; 4 where there are 16 to 127; a quarter of
+ * fewer): one of them is taken only once no younger link in flight
+ * (connecting, moving or awaiting its answer) can settle within the
+ * newcomer's wait. A wave that
+ * finds every slot busy with its own links then waits for them to be
+ * answered, and takes them, rather than the link opened first that has not
+ * yet shown it is a stream (a log between its first and second line).
  *
  * KEEP_HOLD_MS is nginx's default proxy_read_timeout, client_body_timeout
  * and send_timeout (60 s): what nginx in front of the guest agent gives a
@@ -61,5 +68,8 @@ enum keep_rule keep_rule(const struct keep *k, bool held, int64_t now);
  * moves meanwhile; -1 when it is kept by anything else, or not kept. */
 int64_t keep_settles_at(const struct keep *k, bool held, int64_t now);
 const char *keep_rule_name(enum keep_rule r);
+/* An idle link with older links connected before it, of slots, is in the
+ * reserve of the oldest: max(slots / 32, min(4, slots / 4)) links. */
+bool keep_reserved(unsigned older, unsigned slots);
 
 #endif

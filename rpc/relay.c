@@ -623,7 +623,9 @@ static int link_init(struct relay *r, struct link *l, int fd)
 }
 
 /* What a newcomer with no free slot can take: the youngest link idle
- * between exchanges (rpc/keep.h); when to look again for one; and what keeps the others, for the counters.
+ * between exchanges (rpc/keep.h); when to look again for one (none idle,
+ * or the youngest in the reserve of the oldest while younger links are in
+ * flight); and what keeps the others, for the counters.
  * O(slots), once an eviction (and once more for each would-be victim found
  * with bytes in a send queue, held then for KEEP_SETTLE_MS) and at most
  * once a KEEP_SETTLE_MS while newcomers wait. */
@@ -631,7 +633,8 @@ struct pick {
 	struct link *victim; /* the youngest idle link */
 	int64_t look_at;     /* with none idle, when one may be: the first to settle,
 			      * or KEEP_SETTLE_MS from now while one is connecting,
-			      * moving or awaiting; -1: none may */
+			      * moving or awaiting; with the victim in the reserve
+			      * (spare_reserve), when a younger one may; -1: none may */
 	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
 };
 
@@ -663,6 +666,38 @@ static bool link_queued(struct relay *r, struct link *l)
 
 #define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
 
+/* The youngest idle link, p->victim, is spared while it is in the reserve
+ * of the oldest (rpc/keep.h) and links younger than it are connecting,
+ * moving or awaiting their answers: the newcomer then looks again when the
+ * first of those may have settled (p->look_at), and takes the reserve's
+ * link only when its wait is over (wait_until). */
+static void spare_reserve(const struct relay *r, struct pick *p)
+{
+	const struct link *v = p->victim;
+	unsigned older = 0;
+	int64_t at = p->kept[KEEP_NONE] ? r->now + KEEP_SETTLE_MS : -1;
+	p->look_at = -1;
+	for (struct ring *n = r->quiet.next; n != &r->quiet; n = n->next) {
+		const struct link *l = QUIET_LINK(n);
+		if (l->keep.start < v->keep.start) {
+			if (!keep_reserved(++older, r->limit))
+				return;
+			continue;
+		}
+		bool held = link_held(r, l);
+		enum keep_rule k = keep_rule(&l->keep, held, r->now);
+		if (l == v || (k != KEEP_MOVING && k != KEEP_AWAITING))
+			continue;
+		int64_t s = keep_settles_at(&l->keep, held, r->now);
+		if (s < 0)
+			s = r->now + KEEP_SETTLE_MS;
+		if (at < 0 || s < at)
+			at = s;
+	}
+	if (keep_reserved(older, r->limit))
+		p->look_at = at;
+}
+
 static void scan(struct relay *r, struct pick *p)
 {
 	struct ring *n;
@@ -693,7 +728,7 @@ static void scan(struct relay *r, struct pick *p)
 			p->look_at = at;
 	}
 	if (p->victim)
-		p->look_at = -1;
+		spare_reserve(r, p);
 }
 
 /* A victim found with bytes in a send queue is held, and the slots are
@@ -752,8 +787,10 @@ static int64_t wait_until(const struct relay *r, const struct pick *k, int64_t s
 /* The newcomers the gate queued for want of a free slot, first come first:
  * each takes a slot freed since, or the youngest idle link's (rpc/keep.h),
  * or is answered 503 when every link moves bytes, awaits an answer,
- * carries a stream or is connecting. With none idle, the first waits
- * (wait_until) while one may still become idle; the rest wait behind it.
+ * carries a stream or is connecting. With none idle, or the youngest idle
+ * in the reserve of the oldest while younger links are in flight, the first
+ * waits (wait_until) while one may still become idle, or a younger one; the
+ * rest wait behind it.
  * Run between batches of events, so that no event of a batch is about an
  * evicted link whose slot is taken again. */
 static void take_pending(struct relay *r)

@@ -4,9 +4,10 @@
 beside relay_client.py's. Every connection is to 127.0.0.1:PORT.
 
   front_client.py PORT follow PATH      GET PATH (a followed log), reads its
-        lines until SIGTERM; prints "two lines" once two have come, then at
-        the end "lines=N maxgap=S end=E" (E: open, eof or reset; maxgap: the
-        longest wait between two lines, seconds)
+        lines until SIGTERM; prints "a line" once one has come and "two
+        lines" once two have, then at the end "lines=N maxgap=S end=E" (E:
+        open, eof or reset; maxgap: the longest wait between two lines,
+        seconds)
   front_client.py PORT ws EVERY         GET /ws, then "ping N" at once and every
         EVERY seconds, each answered back by the stand-in, until SIGTERM;
         prints "pong" once the first has come, then at the end
@@ -97,6 +98,8 @@ def follow(port, path):
             now = time.monotonic()
             if lines:
                 maxgap = max(maxgap, now - last)
+            if not lines:
+                print("a line", flush=True)
             if lines < 2 <= lines + n:
                 print("two lines", flush=True)
             lines, last, buf = lines + n, now, b""

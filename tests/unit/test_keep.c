@@ -91,6 +91,25 @@ static const struct {
 	{ 5000, 1024, 745, 512 },
 };
 
+/* Links older than an idle one, slots: in the reserve of the oldest. */
+static const struct {
+	unsigned older, slots;
+	bool want;
+} reserves[] = {
+	{ 0, 512, true },  /* the oldest link */
+	{ 15, 512, true }, /* the last of the oldest 16: a 32nd */
+	{ 16, 512, false },
+	{ 511, 512, false },
+	{ 3, 100, true }, /* a 32nd is 3: at least 4 */
+	{ 4, 100, false },
+	{ 3, 16, true },
+	{ 4, 16, false },
+	{ 0, 4, true }, /* fewer than 16 slots: a quarter */
+	{ 1, 4, false },
+	{ 0, 3, false }, /* fewer than four slots: none */
+	{ 0, 0, false },
+};
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -111,5 +130,9 @@ int main(void)
 			   (budgets[i].fds > 16 ? budgets[i].fds : 16),
 		   "...all of it held at once fits in %lu fds", budgets[i].fds);
 	}
+	for (size_t i = 0; i < sizeof(reserves) / sizeof(reserves[0]); i++)
+		ok(keep_reserved(reserves[i].older, reserves[i].slots) == reserves[i].want,
+		   "%u older of %u slots: %s", reserves[i].older, reserves[i].slots,
+		   reserves[i].want ? "in the reserve" : "not in the reserve");
 	return done_testing();
 }
