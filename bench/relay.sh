@@ -289,6 +289,8 @@ waves_run() {
 	python3 tests/fakes/front_client.py "$port" follow "/logs/w?every=4" >"$T/waves.$name.log" 2>>"$T/relay.log" &
 	lp=$!
 	PIDS+=($lp)
+	# Opened first: its answer has begun before the first wave connects.
+	wait_for 30 grep -q 'a line' "$T/waves.$name.log" || say "7e $name: the followed log printed nothing in 30 s"
 	timeout --foreground $((WAVES * 3 + 40)) "${MEASURE[@]}" python3 bench/relay_load.py poll "127.0.0.1:$port" /1k \
 		$((WAVES * 3)) 200 >"$T/waves.$name.dash" 2>&1 &
 	local dp=$!
