@@ -24,10 +24,10 @@
  * of the slots, 16 of 512; 4 where there are 16 to 127; a quarter of
  * fewer): one of them is taken only once no younger link in flight
  * (connecting, moving or awaiting its answer) can settle within the
- * newcomer's wait. A wave that
- * finds every slot busy with its own links then waits for them to be
- * answered, and takes them, rather than the link opened first that has not
- * yet shown it is a stream (a log between its first and second line).
+ * newcomer's wait. A wave that finds every slot busy with its own links
+ * then waits for them to be answered, and takes them, rather than the link
+ * opened first that has not yet shown it is a stream (a log between its
+ * first and second line).
  *
  * KEEP_HOLD_MS is nginx's default proxy_read_timeout, client_body_timeout
  * and send_timeout (60 s): what nginx in front of the guest agent gives a

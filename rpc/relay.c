@@ -626,9 +626,10 @@ static int link_init(struct relay *r, struct link *l, int fd)
  * between exchanges (rpc/keep.h); when to look again for one (none idle,
  * or the youngest in the reserve of the oldest while younger links are in
  * flight); and what keeps the others, for the counters.
- * O(slots), once an eviction (and once more for each would-be victim found
- * with bytes in a send queue, held then for KEEP_SETTLE_MS) and at most
- * once a KEEP_SETTLE_MS while newcomers wait. */
+ * O(slots), twice at most (the second to count a victim's elders, when it
+ * may be in the reserve), once an eviction (and once more for each
+ * would-be victim found with bytes in a send queue, held then for
+ * KEEP_SETTLE_MS) and at most once a KEEP_SETTLE_MS while newcomers wait. */
 struct pick {
 	struct link *victim; /* the youngest idle link */
 	int64_t look_at;     /* with none idle, when one may be: the first to settle,
@@ -666,6 +667,25 @@ static bool link_queued(struct relay *r, struct link *l)
 
 #define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
 
+/* When a link, held (link_held) and kept by k, may have become idle, worth
+ * a waiting newcomer's look again: when it settles, or KEEP_SETTLE_MS from
+ * now while it moves bytes or awaits an answer; -1 when it is idle already,
+ * or a stream (kept for a minute). */
+static int64_t link_look_at(const struct relay *r, const struct link *l, bool held,
+			    enum keep_rule k)
+{
+	int64_t at = keep_settles_at(&l->keep, held, r->now);
+	if (at < 0 && (k == KEEP_MOVING || k == KEEP_AWAITING))
+		at = r->now + KEEP_SETTLE_MS;
+	return at;
+}
+
+/* The earlier of two times, -1 being none. */
+static int64_t earlier(int64_t a, int64_t b)
+{
+	return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
 /* The youngest idle link, p->victim, is spared while it is in the reserve
  * of the oldest (rpc/keep.h) and links younger than it are connecting,
  * moving or awaiting their answers: the newcomer then looks again when the
@@ -685,14 +705,7 @@ static void spare_reserve(const struct relay *r, struct pick *p)
 			continue;
 		}
 		bool held = link_held(r, l);
-		enum keep_rule k = keep_rule(&l->keep, held, r->now);
-		if (l == v || (k != KEEP_MOVING && k != KEEP_AWAITING))
-			continue;
-		int64_t s = keep_settles_at(&l->keep, held, r->now);
-		if (s < 0)
-			s = r->now + KEEP_SETTLE_MS;
-		if (at < 0 || s < at)
-			at = s;
+		at = earlier(at, link_look_at(r, l, held, keep_rule(&l->keep, held, r->now)));
 	}
 	if (keep_reserved(older, r->limit))
 		p->look_at = at;
@@ -719,13 +732,7 @@ static void scan(struct relay *r, struct pick *p)
 			continue;
 		}
 		p->kept[k]++;
-		/* Worth waiting for: one about to settle, or moving or
-		 * awaiting an answer (a stream is kept for a minute). */
-		int64_t at = keep_settles_at(&l->keep, held, r->now);
-		if (at < 0 && (k == KEEP_MOVING || k == KEEP_AWAITING))
-			at = r->now + KEEP_SETTLE_MS;
-		if (at >= 0 && (p->look_at < 0 || at < p->look_at))
-			p->look_at = at;
+		p->look_at = earlier(p->look_at, link_look_at(r, l, held, k));
 	}
 	if (p->victim)
 		spare_reserve(r, p);

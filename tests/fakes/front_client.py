@@ -98,7 +98,7 @@ def follow(port, path):
             now = time.monotonic()
             if lines:
                 maxgap = max(maxgap, now - last)
-            if not lines:
+            else:
                 print("a line", flush=True)
             if lines < 2 <= lines + n:
                 print("two lines", flush=True)
