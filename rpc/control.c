@@ -170,7 +170,12 @@ static const struct counter relay_counters[] = {
 		      "or connecting: the kept_ gauges say how many of each)"),
 	RELAY_COUNTER(refused_queue, "refused_queue_total", "counter",
 		      "connections answered 503 at once: the queue for a relay slot full "
-		      "(relay_queue), whether slots could have been evicted or not"),
+		      "(relay_queue) and as many waiting from the newcomer's source as from "
+		      "any, whether slots could have been evicted or not"),
+	RELAY_COUNTER(refused_share, "refused_share_total", "counter",
+		      "connections answered 503 while waiting for a relay slot: pushed out of "
+		      "the full queue by a newcomer from a source with fewer waiting (the "
+		      "youngest of the source with the most)"),
 	RELAY_COUNTER(refused_resources, "refused_resources_total", "counter",
 		      "connections answered 503: no socket to the guest agent, or no room to "
 		      "watch one (out of fds or memory)"),

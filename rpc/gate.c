@@ -373,12 +373,12 @@ static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa,
 
 /* Routed to the relay: the gate's slot is free at once; the relay's own
  * slots bound what it holds. */
-static void relay_over(struct gate *g, struct conn *k)
+static void relay_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
 {
 	unlink_conn(k);
 	int fd = k->fd;
 	conn_put(g, k);
-	relay_take(g->relay, fd);
+	relay_take(g->relay, fd, sa, alen);
 }
 
 /* A relay-bound head past the bound: answered as nginx answers it, and
@@ -415,7 +415,7 @@ static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, sock
 			epoll_ctl(g->ep, EPOLL_CTL_DEL, k->fd, NULL);
 		k->parked = k->ours = false;
 		if (r == GATE_RELAY)
-			relay_over(g, k);
+			relay_over(g, k, sa, alen);
 		else if (r == GATE_AGENT)
 			hand_over(g, k, sa, alen);
 		else

@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "rpc/addr.h"
 #include "rpc/keep.h"
+#include "rpc/queue.h"
 #include "rpc/refuse.h"
 
 /* Asked of one splice from a socket: a default pipe's whole size. */
@@ -38,6 +39,8 @@
  * answered, and a guest agent slow under load has time to answer, before
  * anyone is refused. */
 #define RELAY_QUEUE_WAIT_MS 1000
+
+_Static_assert(RELAY_PENDING <= QUEUE_MAX, "the queue holds RELAY_PENDING places");
 
 /* A node of a circular list with a sentinel: a link is in two at once. */
 struct ring {
@@ -88,12 +91,6 @@ struct link {
 	struct keep keep; /* its history, once connected (rpc/keep.h) */
 };
 
-/* A connection the gate could not give a free slot, and when it came. */
-struct pending {
-	int fd;
-	int64_t since;
-};
-
 struct relay {
 	union rpc_addr addr;
 	socklen_t alen;
@@ -123,11 +120,11 @@ struct relay {
 	pthread_mutex_t lock;
 	struct link *free_list;
 	unsigned limit;
-	unsigned queue; /* newcomers that may wait at once (relay_budget) */
-	struct pending pending[RELAY_PENDING];
-	unsigned pend_first, pend_n;
+	/* Connections the gate could not give a free slot, and when each
+	 * came; as many places as relay_budget leaves (rpc/queue.h). */
+	struct queue waiting;
 	atomic_uint used; /* slots taken, new ones included */
-	atomic_uint_fast64_t total, refused_full, refused_queue, refused_resources, unreachable,
+	atomic_uint_fast64_t total, refused_full, refused_queue, refused_share, refused_resources, unreachable,
 		evicted, idle_closed, head_timeout, head_evicted, head_too_large, reset,
 		reset_resources, dead_peer, abandoned;
 	/* What kept every slot at the last refused_full (struct relay_stats). */
@@ -755,20 +752,10 @@ static struct link *evict(struct relay *r, struct link *l)
 	return l;
 }
 
-/* The first waiting newcomer, under r->lock; false when none waits. */
-static bool first_pending(struct relay *r, struct pending *out)
-{
-	if (!r->pend_n)
-		return false;
-	*out = r->pending[r->pend_first];
-	return true;
-}
-
 static void pending_drop(struct relay *r)
 {
 	pthread_mutex_lock(&r->lock);
-	r->pend_first = (r->pend_first + 1) % RELAY_PENDING;
-	r->pend_n--;
+	queue_drop_first(&r->waiting);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -803,9 +790,9 @@ static int64_t wait_until(const struct relay *r, const struct pick *k, int64_t s
 static void take_pending(struct relay *r)
 {
 	for (;;) {
-		struct pending p;
+		struct queue_waiter p;
 		pthread_mutex_lock(&r->lock);
-		bool any = first_pending(r, &p);
+		bool any = queue_first(&r->waiting, &p);
 		struct link *l = any ? slot_take_locked(r) : NULL;
 		pthread_mutex_unlock(&r->lock);
 		if (!any) {
@@ -913,8 +900,9 @@ static void relay_free(struct relay *r)
 		for (unsigned i = 0; i < r->max; i++)
 			if (r->links[i].state != LINK_FREE)
 				link_end(r, &r->links[i], true);
-	for (unsigned i = 0; i < r->pend_n; i++)
-		close(r->pending[(r->pend_first + i) % RELAY_PENDING].fd);
+	struct queue_waiter w;
+	for (; queue_first(&r->waiting, &w); queue_drop_first(&r->waiting))
+		close(w.fd);
 	for (unsigned i = 0; i < r->pooled; i++) {
 		close(r->pool[i][0]);
 		close(r->pool[i][1]);
@@ -949,7 +937,7 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 	rpc_addr_parse("relay address", o->address, &r->addr, &r->alen, err);
 	snprintf(r->address, sizeof(r->address), "%s", o->address);
 	r->max = r->limit = o->slots ? o->slots : RELAY_MAX_CONNECTIONS;
-	r->queue = RELAY_PENDING;
+	queue_init(&r->waiting, RELAY_PENDING);
 	r->retry_at = -1;
 	r->idle_ms = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : RELAY_IDLE_TIMEOUT_MS;
 	r->keepalive_s = (int)(o->keepalive_s ? o->keepalive_s : RELAY_KEEPALIVE_S);
@@ -1020,29 +1008,34 @@ void relay_budget(unsigned long fds, unsigned max, unsigned *slots, unsigned *qu
 void relay_fit(struct relay *r, unsigned long fds)
 {
 	pthread_mutex_lock(&r->lock);
-	relay_budget(fds, r->max, &r->limit, &r->queue);
+	unsigned places;
+	relay_budget(fds, r->max, &r->limit, &places);
+	queue_set_cap(&r->waiting, places);
 	pthread_mutex_unlock(&r->lock);
 }
 
-int relay_take(struct relay *r, int fd)
+int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t alen)
 {
-	bool queued = false, kick = false;
-	int64_t now = clock_mono_ms();
+	enum queue_added added = QUEUE_FULL;
+	struct queue_waiter pushed, w = { .fd = fd, .since = clock_mono_ms() };
+	struct queue_source source;
+	queue_source_of(sa, alen, &source);
 	pthread_mutex_lock(&r->lock);
-	/* First come, first served: a slot freed while others wait is theirs. */
-	struct link *l = r->pend_n ? NULL : slot_take_locked(r);
-	if (!l && r->pend_n < r->queue) {
-		r->pending[(r->pend_first + r->pend_n) % RELAY_PENDING] =
-			(struct pending){ .fd = fd, .since = now };
-		queued = true;
+	/* A slot freed while others wait is theirs. */
+	bool waited = r->waiting.n > 0;
+	struct link *l = waited ? NULL : slot_take_locked(r);
+	if (!l)
+		added = queue_add(&r->waiting, &source, &w, &pushed);
+	pthread_mutex_unlock(&r->lock);
+	if (added == QUEUE_PUSHED) {
+		atomic_fetch_add(&r->refused_share, 1);
+		refuse(pushed.fd, REFUSE_FULL);
+	}
+	if (added != QUEUE_FULL) {
+		uint64_t one = 1;
 		/* One wakeup per run: the relay thread looks at the whole
 		 * queue each turn. */
-		kick = r->pend_n++ == 0;
-	}
-	pthread_mutex_unlock(&r->lock);
-	if (queued) {
-		uint64_t one = 1;
-		if (kick && write(r->kick_fd, &one, sizeof(one)) != sizeof(one))
+		if (!waited && write(r->kick_fd, &one, sizeof(one)) != sizeof(one))
 			return -errno; /* cannot happen to an eventfd below its maximum */
 		return 0;
 	}
@@ -1051,7 +1044,8 @@ int relay_take(struct relay *r, int fd)
 	if (l)
 		slots_give(r, l, l, 1);
 	/* Every slot taken and the queue full of newcomers already waiting
-	 * for the relay thread to make room; or no slot at all. */
+	 * for the relay thread to make room, as many from this source as
+	 * from any; or no slot at all. */
 	atomic_fetch_add(l ? &r->refused_resources : r->limit ? &r->refused_queue : &r->refused_full, 1);
 	refuse(fd, REFUSE_FULL);
 	return -EBUSY;
@@ -1071,6 +1065,7 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->total = atomic_load(&r->total);
 	out->refused_full = atomic_load(&r->refused_full);
 	out->refused_queue = atomic_load(&r->refused_queue);
+	out->refused_share = atomic_load(&r->refused_share);
 	out->refused_resources = atomic_load(&r->refused_resources);
 	out->unreachable = atomic_load(&r->unreachable);
 	out->evicted = atomic_load(&r->evicted);
@@ -1088,7 +1083,7 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->kept_connecting = atomic_load(&r->kept[KEEP_NONE]);
 	pthread_mutex_lock(&r->lock);
 	out->slots = r->limit;
-	out->queue = r->queue;
+	out->queue = r->waiting.cap;
 	pthread_mutex_unlock(&r->lock);
 }
 

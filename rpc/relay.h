@@ -22,6 +22,7 @@
 #define HEALTHD_RELAY_H
 
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "base/err.h"
 
@@ -82,7 +83,11 @@ struct relay_stats {
 				     * (every link moving, awaiting an answer, a stream,
 				     * or connecting) */
 	uint64_t refused_queue;     /* answered 503 by the gate: the queue already full
-				     * of newcomers waiting for a slot */
+				     * of newcomers waiting for a slot, as many from its
+				     * source as from any (rpc/queue.h) */
+	uint64_t refused_share;     /* answered 503 by the gate: waiting in a full queue,
+				     * pushed out by a newcomer from a source with fewer
+				     * waiting (rpc/queue.h) */
 	uint64_t refused_resources; /* answered 503: no socket for the guest agent, or no
 				     * room to watch one (out of fds or memory) */
 	uint64_t unreachable;       /* answered 502: the guest agent could not be reached */
@@ -134,11 +139,14 @@ void relay_fit(struct relay *r, unsigned long fds);
  * listener, whose accepted sockets inherit it; the relay on each socket to
  * the guest agent. -errno (a unix socket has none of it). */
 int relay_keepalive(const struct relay *r, int fd);
-/* Takes fd, a client connection whose whole first request head is in its
- * receive buffer, unread. A free slot is taken at once; with none, the
- * relay thread evicts the quietest link or answers 503. -EBUSY when fd
- * was answered 503 and closed here. */
-int relay_take(struct relay *r, int fd);
+/* Takes fd, a client connection from sa whose whole first request head is
+ * in its receive buffer, unread. A free slot is taken at once; with none,
+ * fd waits in the queue (rpc/queue.h: its turn shared between sources, a
+ * source with fewer waiters pushing out the youngest of the source with the
+ * most when the queue is full), and the relay thread evicts an idle link
+ * for it (rpc/keep.h) or answers 503. -EBUSY when fd was answered 503 and
+ * closed here. */
+int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t alen);
 /* The gate's ends of a relay-bound connection, for the counters. */
 enum relay_head_end { RELAY_HEAD_TIMEOUT, RELAY_HEAD_EVICTED, RELAY_HEAD_TOO_LARGE };
 void relay_count_head(struct relay *r, enum relay_head_end why);
