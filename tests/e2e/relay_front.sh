@@ -335,15 +335,24 @@ if [ "$stopped" = stopped ]; then
 	wait_for 60 eval '[ "$(relay_field Z refused_queue)" -ge 2 ]'
 	is "$(moved Z "$before") $(relay_field Z queue)" "refused_queue+2 2" \
 		"the relay thread stopped, 4 newcomers: 2 queued, 2 answered 503 at once, counted as refused_queue alone"
+	# A second source finds the queue full of the first's: it pushes out
+	# the first's youngest and waits in its place (rpc/queue.h).
+	bg_client MZ "$Z" hold 1 /small --from 127.0.0.7 --reopen 3600
+	wait_for 60 eval '[ "$(relay_field Z refused_share)" -ge 1 ]'
+	is "$(moved Z "$before")" "refused_queue+2 refused_share+1" \
+		"...a newcomer from a second address: the first's youngest pushed out (refused_share), not the newcomer"
 	exec {STOPR[1]}>&-
 	reap 30 "$STOPR_PID"
-	wait_for 60 moved_is Z "$before" "total+2 refused_queue+2 evicted+2"
-	is "$(moved Z "$before")" "total+2 refused_queue+2 evicted+2" \
+	wait_for 60 moved_is Z "$before" "total+2 refused_queue+2 refused_share+1 evicted+2"
+	is "$(moved Z "$before")" "total+2 refused_queue+2 refused_share+1 evicted+2" \
 		"...let go: the 2 queued evict the quiet ones"
+	wait_for 30 grep -q 'answered=1' "$T/MZ.out"
+	like "$(cat "$T/MZ.out")" 'answered=1' "...and the second address's request is answered ($(cat "$T/MZ.out"))"
+	bg_end MZ
 	bg_end NZ
 else
 	diag "thread_stop: ${stopped:-nothing}"
-	for i in 1 2; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
+	for i in 1 2 3 4; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
 fi
 bg_end QZ
 
@@ -410,7 +419,7 @@ fi
 
 # --- what the counters say, by name ---------------------------------------------------
 ctl A metrics >"$T/metrics"
-for m in relay_slots relay_open relay_total relay_refused_full_total relay_refused_queue_total \
+for m in relay_slots relay_open relay_total relay_refused_full_total relay_refused_queue_total relay_refused_share_total \
 	relay_refused_resources_total relay_unreachable_total relay_evicted_total \
 	relay_idle_closed_total relay_head_timeout_total relay_head_evicted_total \
 	relay_head_too_large_total relay_reset_total relay_reset_resources_total \
