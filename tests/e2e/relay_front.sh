@@ -318,12 +318,19 @@ fi
 
 # --- the gate's queue for the relay full: a cause of its own ---------------------------
 # Two slots, both held by quiet connections that a newcomer could evict, and
-# a queue of two (the fd limit fits a place for each slot, relay_budget).
-# The relay thread is stopped (ptrace, that thread alone): the gate takes 4
-# newcomers, queues 2 of them for the relay thread and answers the other 2
-# 503 at once (refused_queue: not refused_full, since no slot was kept). The
-# relay thread let go, the two queued evict the quiet ones.
-agent Z "$(slots_limit 2)" --relay "127.0.0.1:$S" || { echo "not ok - agent Z did not start"; exit 1; }
+# a queue of three (the fd limit fits a place for each slot and one more fd,
+# relay_budget). The relay thread is stopped (ptrace, that thread alone):
+# the gate takes 4 newcomers from 127.0.0.6, queues 3 of them for the relay
+# thread and answers the fourth 503 at once (refused_queue: not
+# refused_full, since no slot was kept). Their requests are ones the
+# stand-in answers only when told (/reset?F), so that each keeps its slot
+# awaiting the answer. A newcomer from 127.0.0.7 then finds the queue full:
+# it pushes out the youngest of 127.0.0.6's (rpc/queue.h) and waits in its
+# place. The relay thread let go, the queue is taken in turn by address:
+# 127.0.0.6's first and 127.0.0.7's evict the quiet ones, and 127.0.0.6's
+# second finds both awaiting their answers, and gets 503 (refused_full).
+# First come, first served would have given 127.0.0.6 both slots.
+agent Z "$(($(slots_limit 2) + 1))" --relay "127.0.0.1:$S" || { echo "not ok - agent Z did not start"; exit 1; }
 bg_client QZ "$Z" hold 2 /small --reopen 3600
 wait_for 20 grep -q answered= "$T/QZ.out"
 coproc STOPR { python3 tests/lib/thread_stop.py "$Z_PID" healthd-relay 2>&1; }
@@ -331,28 +338,30 @@ PIDS+=("$STOPR_PID")
 read -r -t 30 stopped <&"${STOPR[0]}"
 if [ "$stopped" = stopped ]; then
 	before=$(counts Z)
-	bg_client NZ "$Z" hold 4 /small --from 127.0.0.6 --reopen 3600
-	wait_for 60 eval '[ "$(relay_field Z refused_queue)" -ge 2 ]'
-	is "$(moved Z "$before") $(relay_field Z queue)" "refused_queue+2 2" \
-		"the relay thread stopped, 4 newcomers: 2 queued, 2 answered 503 at once, counted as refused_queue alone"
-	# A second source finds the queue full of the first's: it pushes out
-	# the first's youngest and waits in its place (rpc/queue.h).
-	bg_client MZ "$Z" hold 1 /small --from 127.0.0.7 --reopen 3600
+	bg_client NZ "$Z" hold 4 "/reset?$T/za" --from 127.0.0.6 --reopen 3600
+	wait_for 60 eval '[ "$(relay_field Z refused_queue)" -ge 1 ]'
+	is "$(moved Z "$before") $(relay_field Z queue)" "refused_queue+1 3" \
+		"the relay thread stopped, 4 newcomers: 3 queued, 1 answered 503 at once, counted as refused_queue alone"
+	bg_client MZ "$Z" hold 1 "/reset?$T/zb" --from 127.0.0.7 --reopen 3600
 	wait_for 60 eval '[ "$(relay_field Z refused_share)" -ge 1 ]'
-	is "$(moved Z "$before")" "refused_queue+2 refused_share+1" \
+	is "$(moved Z "$before")" "refused_queue+1 refused_share+1" \
 		"...a newcomer from a second address: the first's youngest pushed out (refused_share), not the newcomer"
 	exec {STOPR[1]}>&-
 	reap 30 "$STOPR_PID"
-	wait_for 60 moved_is Z "$before" "total+2 refused_queue+2 refused_share+1 evicted+2"
-	is "$(moved Z "$before")" "total+2 refused_queue+2 refused_share+1 evicted+2" \
-		"...let go: the 2 queued evict the quiet ones"
+	want="total+2 refused_full+1 refused_queue+1 refused_share+1 evicted+2"
+	wait_for 60 moved_is Z "$before" "$want"
+	is "$(moved Z "$before")" "$want" \
+		"...let go: two of the 3 queued evict the quiet ones, the third is answered 503 (refused_full)"
+	wait_for 30 test -e "$T/zb.got"
+	ok $? "...and the two served are the first address's first and the second address's one, in turn (its request reached the guest agent)"
+	touch "$T/za.go" "$T/zb.go"
 	wait_for 30 grep -q 'answered=1' "$T/MZ.out"
-	like "$(cat "$T/MZ.out")" 'answered=1' "...and the second address's request is answered ($(cat "$T/MZ.out"))"
+	like "$(cat "$T/MZ.out")" 'answered=1' "...and answered ($(cat "$T/MZ.out" | tr '\n' ' '))"
 	bg_end MZ
 	bg_end NZ
 else
 	diag "thread_stop: ${stopped:-nothing}"
-	for i in 1 2 3 4; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
+	for i in 1 2 3 4 5; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
 fi
 bg_end QZ
 
