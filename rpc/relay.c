@@ -778,8 +778,9 @@ static int64_t wait_until(const struct relay *r, const struct pick *k, int64_t s
 	return k->look_at < until ? k->look_at : until;
 }
 
-/* The newcomers the gate queued for want of a free slot, first come first:
- * each takes a slot freed since, or the youngest idle link's (rpc/keep.h),
+/* The newcomers the gate queued for want of a free slot, in their turn
+ * (rpc/queue.h: the sources in turn, first come first within each): each
+ * takes a slot freed since, or the youngest idle link's (rpc/keep.h),
  * or is answered 503 when every link moves bytes, awaits an answer,
  * carries a stream or is connecting. With none idle, or the youngest idle
  * in the reserve of the oldest while younger links are in flight, the first
