@@ -31,6 +31,7 @@ printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requiremen
 	"$T/health" >"$T/app.json"
 printf '{"interval":0.5}\n' >"$T/cfg.json"
 start_agent() {
+	rm -f "$T/agent.log" # a restart's grep must not read the last agent's
 	"$BIN" -c "$T/cfg.json" --listen 127.0.0.1:0 --control-socket "$CTL" --drain-window 30 \
 		--compose-file "$T/app.json" >"$T/agent.log" 2>&1 &
 	AGENT=$!
@@ -149,6 +150,7 @@ kill -TERM "$AGENT"; reap 30 "$AGENT"
 hung_socket "$T/hang.sock"
 printf '{"project":"p","namespace":"","snapshotter":""}\n' >"$T/rt.json"
 printf '{"manifest_version":"3","name":"t","runner":"docker-compose","requirements":{"health_check":true}}\n' >"$T/gated.json"
+rm -f "$T/agent.log"
 "$BIN" --listen 127.0.0.1:0 --control-socket "$CTL" --compose-file "$T/gated.json" \
 	--runtime-file "$T/rt.json" --docker-host "unix://$T/hang.sock" --refresh-timeout 30 \
 	>"$T/agent.log" 2>&1 &

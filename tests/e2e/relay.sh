@@ -38,6 +38,7 @@ stand_in() {
 agent() {
 	local name=$1
 	shift
+	rm -f "$T/$name.log" # truncated by the child only when it runs
 	"$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" "$@" 2>"$T/$name.log" &
 	PIDS+=($!)
 	eval "${name}_PID=$!"

@@ -46,6 +46,9 @@ fi
 start_agent() {
 	local name=$1
 	shift
+	# Truncated by the child only when it runs: gone first, so that a
+	# name used again is never read with the last agent's lines.
+	rm -f "$T/$name.log"
 	# Nothing inherited: a stuck agent must not hold the runner's pipe.
 	timeout -k 5 300 "$BIN" "$@" </dev/null >"$T/$name.out" 2>"$T/$name.log" &
 	echo $! >"$T/$name.pid"

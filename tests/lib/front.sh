@@ -19,6 +19,9 @@ stand_in() {
 agent() {
 	local name=$1 fds=$2
 	shift 2
+	# The child truncates the log when it runs: gone first, a name used
+	# again is never read with the last agent's port in it.
+	rm -f "$T/$name.log"
 	(
 		[ "$fds" = - ] || ulimit -n "$fds"
 		unpiped exec "$BIN" --listen 127.0.0.1:0 --compose-file "$T/app.json" \
