@@ -97,15 +97,22 @@ else
 fi
 
 # --- a client that resets right after its head was routed ---------------------------------
-# The relay thread is held still (ptrace) while a client sends a whole head
-# and resets; let go, its first event about that client is the reset, and
-# no connect to the guest agent is begun for it.
+# The relay thread is held still (ptrace) while a client sends a whole head,
+# the gate routes it (a relay slot taken), and the client resets; let go,
+# the relay thread's first event about that client is the reset, and no
+# connect to the guest agent is begun for it. The client resets only once
+# the slot is seen taken: a reset that reached the gate before its look at
+# the head would close the connection there, unrouted.
 agent R - --relay "127.0.0.1:$S" || { echo "not ok - agent R did not start"; exit 1; }
 piped STOPR python3 tests/lib/thread_stop.py "$R_PID" healthd-relay
 stopped=$(line STOPR 1)
 if [ "$stopped" = stopped ]; then
 	before=$(counts R)
-	python3 "$FC" "$R" resetafter /small
+	piped RA python3 "$FC" "$R" resetafter /small
+	line RA 1 >/dev/null
+	wait_for 60 relay_is R open 1
+	exec {RA_IN}>&-
+	reap 30 "$RA_PID"
 	# The reset has arrived: the agent's side of it is gone.
 	wait_for 30 eval '[ -z "$(ss -Htn state established "( sport = :$R )")" ]'
 	exec {STOPR_IN}>&-

@@ -19,8 +19,9 @@ beside relay_client.py's. Every connection is to 127.0.0.1:PORT.
         body that never ends, sent until the socket takes no more, and read
         nothing; prints "held" once every one is stuck both ways, then holds
         them until its standard input ends, and resets them
-  front_client.py PORT resetafter PATH  sends a whole GET PATH head, then
-        resets the connection at once (SO_LINGER 0)
+  front_client.py PORT resetafter PATH  sends a whole GET PATH head, prints
+        "sent", and resets the connection (SO_LINGER 0) when its standard
+        input ends (a test first sees the head routed)
   front_client.py PORT idle PATH        GET PATH on a kept-alive connection;
         prints "answered LPORT" (its local port); then for each line on its
         standard input, GET PATH again on it and prints "answered", "eof" or
@@ -193,6 +194,8 @@ def sink(port, n):
 def resetafter(port, path):
     s = connect(port)
     s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+    print("sent", flush=True)
+    sys.stdin.read()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.close()
 
