@@ -4,9 +4,14 @@
 #include <netinet/in.h>
 #include <string.h>
 
-void queue_init(struct queue *q, unsigned cap)
+void queue_set_cap(struct queue *q, unsigned cap)
 {
 	q->cap = cap < QUEUE_MAX ? cap : QUEUE_MAX;
+}
+
+void queue_init(struct queue *q, unsigned cap)
+{
+	queue_set_cap(q, cap);
 	q->n = 0;
 	q->turn = QUEUE_NONE;
 	for (unsigned i = 0; i < QUEUE_MAX; i++) {
@@ -16,11 +21,6 @@ void queue_init(struct queue *q, unsigned cap)
 	q->free_place = q->free_src = 0;
 	for (unsigned i = 0; i < QUEUE_BUCKETS; i++)
 		q->bucket[i] = QUEUE_NONE;
-}
-
-void queue_set_cap(struct queue *q, unsigned cap)
-{
-	q->cap = cap < QUEUE_MAX ? cap : QUEUE_MAX;
 }
 
 void queue_source_of(const struct sockaddr *sa, socklen_t alen, struct queue_source *out)
