@@ -558,6 +558,10 @@ out:
 	the_vfile = NULL;
 	cache_free(cache);
 	opview_destroy(&view);
+	/* The last line of a graceful stop: every thread joined, everything
+	 * freed. A stop that hangs or crashes in the teardown never says it. */
+	if (rc == EXIT_SUCCESS)
+		log_msg(LOG_INFO, "stopped");
 	return rc;
 }
 
