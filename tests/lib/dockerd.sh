@@ -39,9 +39,14 @@ dh_child() {
 }
 
 # dh_kill PID: TERM, wait up to 10 s, then KILL, and reap. Only a live child
-# of this shell is signalled.
+# of this shell is signalled. An agent is stopped by agent_stop, a test
+# point of its own.
 dh_kill() {
 	dh_child "$1" || { wait "$1" 2>/dev/null; return 0; } # bounded: gone (not a live child)
+	if is_agent "$1"; then
+		agent_stop "$1"
+		return 0
+	fi
 	kill -TERM "$1" 2>/dev/null
 	if ! wait_for 30 pid_gone "$1"; then
 		diag "pid $1 ignored SIGTERM for 10 s, killing it"
@@ -314,11 +319,12 @@ healthd_query_is() { [ "$(healthd_query "$1")" = "$2" ]; }
 # healthd_query_like NAME ERE
 healthd_query_like() { healthd_query "$1" | grep -Eq -- "$2"; }
 
-# healthd_stop NAME: stop one agent by its pid.
+# healthd_stop NAME: stop one agent by its pid, as systemd does: a test
+# point (agent_stop).
 healthd_stop() {
 	local pid
 	eval "pid=\${HD_PID_$1:-}"
-	[ -n "$pid" ] && dh_kill "$pid"
+	[ -n "$pid" ] && is_agent "$pid" && agent_stop "$pid" "$1"
 }
 
 # healthd_sanitizer_clean: no ASan/UBSan report in any agent log.

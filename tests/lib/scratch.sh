@@ -2,11 +2,14 @@
 # A test's scratch folder $T and the processes it starts (append their pids
 # to PIDS): on exit, even a failed one, every process is killed and reaped
 # and the folder removed. Sourced; a test that needs more cleanup defines
-# scratch_more() and it runs first.
+# scratch_more(). An agent still running (the test ended before
+# done_testing stopped it) gets SIGTERM and its point first (agent_stop);
+# then scratch_more runs, and the other processes are killed.
 T=$(mktemp -d /tmp/healthd-test.XXXXXX)
 PIDS=()
 python_first "$T/.bin"
 scratch_cleanup() {
+	agents_stop_all
 	declare -F scratch_more >/dev/null && scratch_more
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; reap 10 "$p" 2>/dev/null; done
 	rm -rf "$T"

@@ -55,9 +55,137 @@ skip_all() {
 	exit 0
 }
 
+# The plan comes last: every agent this test started and left running is
+# stopped first, each a test point of its own (agent_stop).
 done_testing() {
+	agents_stop_all
 	echo "1..$TAP_N"
 	[ "$TAP_FAILED" -eq 0 ]
+}
+
+# --- Agents stop as systemd stops them (issue 44 §1) --------------------------
+# SIGTERM, then a bounded wait, never SIGKILL first: a killed agent writes
+# no coverage data and no sanitizer report, and its own stop goes untested.
+# The unit gives it 5 s (TimeoutStopSec); a loaded machine and a sanitizer
+# build get AGENT_STOP_LIMIT seconds, after which it is killed and its point
+# fails, naming it.
+AGENT_STOP_LIMIT=${AGENT_STOP_LIMIT:-30}
+# The last line of a graceful stop (agent/main.c): every thread joined.
+AGENT_LAST_LINE='dstack-healthd: info: stopped'
+
+# is_agent PID [PARENT]: PID is a live dstack-healthd (not a zombie), a
+# child of this shell (or of PARENT), so that its exit status can be had. A
+# pid that bash has reaped may be someone else's by now.
+is_agent() {
+	local st
+	case $(readlink "/proc/$1/exe" 2>/dev/null) in
+	*/dstack-healthd | */dstack-healthd" (deleted)") ;;
+	*) return 1 ;;
+	esac
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1,2)
+	[ -n "$st" ] && [ "${st% *}" != Z ] && [ "${st#* }" = "${2:-$$}" ]
+}
+
+# agent_child PID: the agent that PID (a timeout, a tracer) runs as its
+# only child, if any; prints its pid.
+agent_child() {
+	local c
+	c=$(cat "/proc/$1/task/$1/children" 2>/dev/null) || return 1
+	c=${c% }
+	[ -n "$c" ] && [ "${c#* }" = "$c" ] && is_agent "$c" "$1" && echo "$c"
+}
+
+# agent_stop PID [NAME [PARENT]]: stops the agent PID, a child of this
+# shell, with SIGTERM and makes one test point of how it went: gone within
+# the bound by itself, exit status 0, the last line of its log (its stderr,
+# a file) "stopped", and no ThreadSanitizer report of its own
+# (HEALTHD_SAN_DIR, set by tests/run for a TSan build). NAME defaults to its
+# log's name. An agent started under a tracer is a child of the tracer:
+# PARENT, the child of this shell that exits with the agent's status
+# (strace -f), is waited for instead. Sets AGENT_STOP_MS (how long it took)
+# and AGENT_STATUS; returns 0 when the point passed.
+agent_stop() {
+	local pid=${1%% *} name=${2:-} child=${3:-${1%% *}} log last t0 why= f
+	log=$(readlink "/proc/$pid/fd/2" 2>/dev/null)
+	[ -n "$name" ] || { name=${log##*/}; name=${name%.log}; }
+	# A hold the test began with its own first SIGTERM ends with this one.
+	AGENT_HELD=
+	[ ! -f "$log" ] || ! grep -q 'stop: the verdict file says unhealthy; holding' "$log" ||
+		AGENT_HELD=1
+	t0=$(date +%s%N)
+	kill -TERM "$pid" 2>/dev/null
+	if wait_for "$AGENT_STOP_LIMIT" agent_gone "$pid" "$child" "$log"; then
+		AGENT_STOP_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+		wait "$child" 2>/dev/null # bounded: gone
+		AGENT_STATUS=$?
+		[ "$AGENT_STATUS" -eq 0 ] || why="exit status $AGENT_STATUS"
+	else
+		AGENT_STOP_MS=timeout
+		why="still running $AGENT_STOP_LIMIT s after SIGTERM: $(agent_where "$pid"); killed"
+		kill -KILL "$pid" 2>/dev/null
+		wait_for 10 pid_gone "$child"
+		wait "$child" 2>/dev/null # bounded: gone (killed; a tracer ends with it)
+		AGENT_STATUS=$?
+	fi
+	if [ -f "$log" ]; then
+		last=$(tail -n 1 "$log")
+		[ "$last" = "$AGENT_LAST_LINE" ] || why="${why:+$why; }last line: $last"
+	else
+		why="${why:+$why; }its stderr is ${log:-gone}, not a file: no last line to read"
+	fi
+	for f in "${HEALTHD_SAN_DIR:-/nonexistent}"/*."$pid"; do
+		[ -e "$f" ] || continue
+		why="${why:+$why; }$(grep -m1 '^SUMMARY:' "$f" || echo "a sanitizer report") (${f##*/})"
+		sed 's/^/#   /' "$f" | head -n 60
+		mv "$f" "$f.seen"
+	done
+	if [ -z "$why" ]; then
+		ok 0 "agent $name: SIGTERM stops it, status 0, \"stopped\" its last line ($AGENT_STOP_MS ms)"
+	else
+		ok 1 "agent $name: SIGTERM stops it, status 0, \"stopped\" its last line"
+		diag "agent $name (pid $pid): $why"
+		[ ! -f "$log" ] || tail -n 5 "$log" | sed 's/^/#   log: /'
+		return 1
+	fi
+}
+
+# agent_gone PID CHILD LOG: CHILD has ended. A sidecar (a verdict file, no
+# public listener) holds its stop after the first SIGTERM until a gateway
+# has seen it unhealthy (agent/stophold.c); a second signal ends the hold,
+# as a second `docker stop` would: sent once, when the log says it holds.
+agent_gone() {
+	pid_gone "$2" && return 0
+	if [ -z "$AGENT_HELD" ] && [ -f "$3" ] &&
+		grep -q 'stop: the verdict file says unhealthy; holding' "$3"; then
+		AGENT_HELD=1
+		kill -TERM "$1" 2>/dev/null
+	fi
+	return 1
+}
+
+# agent_where PID: what a process that does not stop is doing, for the
+# diagnostic: its state and, thread by thread, the kernel's wait channel.
+agent_where() {
+	local t out=
+	for t in /proc/"$1"/task/*; do
+		out="$out ${t##*/}:$(cat "$t/comm" 2>/dev/null)@$(cat "$t/wchan" 2>/dev/null)"
+	done
+	echo "state $(sed -n 's/^State:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null), threads$out"
+}
+
+# agents_stop_all: agent_stop for every live agent among the processes this
+# test tracked (scratch.sh's PIDS, dockerd.sh's dh_track), or run by one of
+# them (timeout, strace), once each.
+agents_stop_all() {
+	local p c
+	for p in ${PIDS[@]+"${PIDS[@]}"} ${DH_PIDS:-}; do
+		if is_agent "$p"; then
+			agent_stop "$p"
+		elif c=$(agent_child "$p"); then
+			agent_stop "$c" "" "$p"
+		fi
+	done
+	return 0
 }
 
 # wait_for DEADLINE_SECONDS COMMAND...: polls COMMAND every 50 ms until it
