@@ -152,12 +152,8 @@ res=$(timeout -k 5 90 python3 "$ABUSE" --target "127.0.0.1:${NUL_PORT:-1}" --att
 nul=$(sed -n 's/.*nul_ms=\([0-9]*\).*/\1/p' <<<"$res")
 ok $([ -n "$nul" ] && [ "$nul" -lt 15000 ]; echo $?) \
 	"binary garbage is closed at once (${nul:-?} ms, < 15000; header_timeout 30 s)"
-kill -TERM "$NUL_AGENT"
-reap 60 "$NUL_AGENT"
-
-kill -TERM "$AGENT"
-reap 60 "$AGENT"
-is "$?" 0 "SIGTERM after the attacks: exit 0"
+agent_stop "$NUL_AGENT" "against garbage"
+agent_stop "$AGENT" "after the attacks"
 diag "attack                   | polls ok    | p50       | p99       | max       | RssAnon    | attacker's view"
 for r in "${ROWS[@]}"; do diag "$r"; done
 done_testing

@@ -84,12 +84,9 @@ PIDS+=($!)
 off=$!
 wait_for 20 test -S "$T/off.sock"
 is "$(health "$T/off.sock")" '{"healthy":true,"unhealthy":[],"error":""}' "served: gating off is healthy"
-start=$(date +%s%N)
-kill -TERM "$off"
-reap 30 "$off"; rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-is "$rc" 0 "SIGTERM: exit status 0"
-ok $([ "$ms" -lt 5000 ]; echo $?) "SIGTERM: stopped in ${ms} ms (< 5000)"
+agent_stop "$off" "serving"
+ms=$AGENT_STOP_MS
+ok $([ "$ms" != timeout ] && [ "$ms" -lt 5000 ]; echo $?) "SIGTERM: stopped in ${ms} ms (< 5000)"
 ok $([ ! -e "$T/off.sock" ] || ! curl -s --max-time 1 --unix-socket "$T/off.sock" http://x/ >/dev/null; echo $?) \
 	"SIGTERM: the listener is closed"
 
@@ -104,12 +101,10 @@ wait_for 20 test -S "$T/gated.sock"
 is "$(health "$T/gated.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"before the first refresh completes: not determined yet, not healthy"
-start=$(date +%s%N)
-kill -TERM "$gated"
-reap 30 "$gated"; rc=$?
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-is "$rc" 0 "SIGTERM during a hung refresh: exit status 0"
-ok $([ "$ms" -lt 10000 ]; echo $?) "SIGTERM during a hung refresh (30 s timeout): stopped in ${ms} ms (< 10000)"
+wait_for 20 test -s "$T/hang.sock.accepted"
+agent_stop "$gated" "during a hung refresh"
+ms=$AGENT_STOP_MS
+ok $([ "$ms" != timeout ] && [ "$ms" -lt 10000 ]; echo $?) "SIGTERM during a hung refresh (30 s timeout): stopped in ${ms} ms (< 10000)"
 
 # A reload that lengthens the interval moves the staleness limit with it:
 # with --interval 0.2 and --refresh-timeout 0.5 a verdict is stale after
@@ -135,7 +130,7 @@ for _ in $(seq 25); do
 	sleep 0.1
 done
 is "$stale" 0 "reload: the longer interval does not make the verdict look stale"
-kill -TERM "$rl"; reap 30 "$rl"
+agent_stop "$rl" reload
 
 # An unusable app-compose.json does not take the agent down: it is served
 # (healthy:false, no entries, the file and field named, not its path), logged
@@ -168,7 +163,7 @@ kill -HUP "$m"
 wait_for 20 sh -c "curl -s --unix-socket $T/m.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'must be an absolute path'"
 ok $? "SIGHUP reads app-compose.json again"
 ok $(kill -0 "$m"; echo $?) "SIGHUP with an unusable app-compose.json: still up"
-kill -TERM "$m"; reap 30 "$m"
+agent_stop "$m" "unusable app-compose.json"
 rm -f "$T/m.json"
 "$BIN" --listen "unix:$T/m2.sock" --compose-file "$T/m.json" 2>"$T/m2.log" &
 m=$!
@@ -177,7 +172,7 @@ wait_for 20 test -S "$T/m2.sock"
 is "$(health "$T/m2.sock")" '{"healthy":false,"unhealthy":[],"error":"app-compose.json: does not exist"}' \
 	"missing app-compose.json: served, the path not shown"
 like "$(cat "$T/m2.log")" "app-compose.json: does not exist \\($T/m.json\\)" "missing app-compose.json: the log has the path"
-kill -TERM "$m"; reap 30 "$m"
+agent_stop "$m" "missing app-compose.json"
 
 # A SIGHUP that turns gating on says "not determined yet" at once, not after
 # the first refresh (Docker here never answers; the refresh timeout is 30 s).
@@ -197,7 +192,7 @@ ok $([ "$ms" -lt 10000 ]; echo $?) "SIGHUP turning gating on: not determined yet
 is "$(health "$T/g.sock")" \
 	'{"healthy":false,"unhealthy":[{"name":"<health>","status":"health has not been determined yet"}],"error":""}' \
 	"SIGHUP turning gating on: the <health> entry"
-kill -TERM "$g"; reap 30 "$g"
+agent_stop "$g" "gating turned on"
 
 # A reload that does not change the source keeps the failure count: two
 # reloads after one failure make three failures in a row, and the error is
@@ -218,6 +213,6 @@ kill -HUP "$k"
 wait_for 20 sh -c "curl -s --unix-socket $T/k.sock -X POST 'http://x/prpc/v1/Health?json' -d '{}' | grep -q 'cannot reach'"
 is "$(health "$T/k.sock")" '{"healthy":false,"unhealthy":[],"error":"cannot reach the container runtime"}' \
 	"reload count: the third failure, across reloads, is served"
-kill -TERM "$k"; reap 30 "$k"
+agent_stop "$k" "reload count"
 
 done_testing

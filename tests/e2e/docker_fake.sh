@@ -233,8 +233,7 @@ set_list "[$(item "$WEB" web),$(item "$EXP" exporter maybe)]"
 BAD='{"healthy":false,"unhealthy":[{"name":"demo-exporter-1","status":"label dstack.healthd.optional: must be true or false"}],"error":""}'
 wait_for 30 query_is "$BAD"
 is "$(query)" "$BAD" "agent, 1.52: optional \"maybe\" on a healthy listed container is an entry"
-kill "$APID"
-reap 20 "$APID"
+agent_stop "$APID" "1.52 list"
 ok $(! grep -qE 'AddressSanitizer|runtime error' "$T/agent.log"; echo $?) "agent: no sanitizer report"
 stop_fake
 
@@ -288,8 +287,7 @@ ok $? "agent, stops: reloaded (SIGHUP)"
 n=$(lists)
 wait_for 30 lists_past $((n + 3))
 is "$(query)" "$STOPPING" "agent, stops: still stopping after the reload (the kills were handed on)"
-kill "$APID"
-reap 20 "$APID"
+agent_stop "$APID" "stops, its events stream hung"
 ok $(! grep -qE 'AddressSanitizer|runtime error' "$T/agent2.log"; echo $?) "agent, stops: no sanitizer report"
 stop_fake
 

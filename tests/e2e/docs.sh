@@ -251,7 +251,7 @@ check_make_run() {
 	local p=$!
 	wait_for 30 sh -c "grep -q 'serving on' '$T/free.log'"
 	free=$(port_of "$T/free.log")
-	kill "$p"; reap 30 "$p" 2>/dev/null
+	agent_stop "$p" "finding a free port"
 	setsid env PORT="$free" make -s run BUILD="${HEALTHD_BUILD:-build}" >"$T/run.out" 2>"$T/run.err" &
 	GROUPS_+=($!)
 	announced() { grep -q 'Try:' "$T/run.out"; }

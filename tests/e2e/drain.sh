@@ -140,11 +140,11 @@ ok $([ "$ms" -ge 5900 ] && [ "$ms" -lt 15000 ]; echo $?) "at the timeout (${ms} 
 is "$(served)" "$DRAINED" "still draining after the timeout"
 
 # --- a restart forgets the drain ------------------------------------------------------
-kill -TERM "$AGENT"; reap 30 "$AGENT"
+agent_stop "$AGENT" "drained"
 start_agent
 wait_for 20 sh -c "[ \"\$(curl -s -X POST 'http://127.0.0.1:$PORT/prpc/v1/Health?json' -d '{}')\" = '$OK' ]"
 ok $? "a restarted agent does not drain"
-kill -TERM "$AGENT"; reap 30 "$AGENT"
+agent_stop "$AGENT" "restarted"
 
 # --- drain while the runtime is hung ------------------------------------------------
 hung_socket "$T/hang.sock"

@@ -58,15 +58,13 @@ leftovers() {
 	grep -lz "^NOTIFY_SOCKET=$T/" /proc/[0-9]*/environ 2>/dev/null |
 		cut -d/ -f3 | grep -vxF -e "$$" $(printf -- '-e %s ' "${PIDS[@]}") || true
 }
-# term_and_time PID: SIGTERM; leaves the ms until the process was gone (or
-# "timeout") in $ELAPSED and its exit status in $EXIT_STATUS.
+# term_and_time PID NAME: agent_stop (a test point); leaves the ms until the
+# process was gone (or "timeout") in $ELAPSED and its exit status in
+# $EXIT_STATUS.
 term_and_time() {
-	local t0
-	t0=$(now_ms)
-	kill -TERM "$1"
-	if wait_for 20 pid_gone "$1"; then ELAPSED=$(( $(now_ms) - t0 )); else ELAPSED=timeout; fi
-	reap 10 "$1"
-	EXIT_STATUS=$?
+	agent_stop "$1" "$2"
+	ELAPSED=$AGENT_STOP_MS
+	EXIT_STATUS=$AGENT_STATUS
 }
 
 # --- READY, STATUS, WATCHDOG, STOPPING on a status-file app -----------------
@@ -143,7 +141,7 @@ like "$(curl -s --max-time 10 --unix-socket "$T/agent.sock" http://x/prpc/v1/Hea
 
 # --- SIGTERM ----------------------------------------------------------------
 t_term=$(now_ms)
-term_and_time "$AGENT"
+term_and_time "$AGENT" "status file"
 is "$EXIT_STATUS" 0 "exit status 0 after SIGTERM"
 [ "$ELAPSED" != timeout ] && [ "$ELAPSED" -lt 5000 ]
 ok $? "exits within 5 s (TimeoutStopSec) of SIGTERM (took $ELAPSED ms)"
@@ -196,7 +194,7 @@ late=$(awk -v t="$t_hang" '$3 == "WATCHDOG=1" && $1 >= t' "$T/w.log" | wc -l)
 is "$late" 0 "no WATCHDOG=1 for 3 s while the refresh hangs (systemd would restart it)"
 like "$(curl -s --max-time 10 --unix-socket "$T/agent-w.sock" http://x/prpc/v1/Health)" \
 	'"healthy":false' "meanwhile the agent still answers, not healthy"
-term_and_time "$WEDGED"
+term_and_time "$WEDGED" "a wedged refresh"
 [ "$ELAPSED" != timeout ] && [ "$ELAPSED" -lt 10000 ]
 ok $? "exits within 10 s of SIGTERM even in a hung refresh of 30 s (took $ELAPSED ms)"
 is "$(leftovers)" "" "no process of the agent's is left"
@@ -221,7 +219,7 @@ if command -v systemd-socket-activate >/dev/null 2>&1; then
 	wait_for 20 has_line a ' READY=1$'
 	ok $? "socket activation: READY=1"
 	ok $([ ! -e "$T/not-this.sock" ]; echo $?) "socket activation: --listen is not bound"
-	term_and_time "$ACT"
+	term_and_time "$ACT" "socket-activated"
 	is "$EXIT_STATUS" 0 "socket activation: exit status 0 after SIGTERM"
 else
 	diag "systemd-socket-activate is not installed: socket activation not checked"

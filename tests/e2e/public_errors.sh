@@ -59,8 +59,7 @@ served() {
 		"$label: protobuf says the same"
 	ok $(! grep -aq "$MARK" "$T/$label.pb" && ! grep -q "$MARK" <<<"$body"; echo $?) \
 		"$label: no marker in either answer"
-	kill -TERM "$pid"
-	reap 30 "$pid"
+	agent_stop "$pid" "$label"
 	ok $(grep -q "$MARK" "$log"; echo $?) "$label: the log carries the detail"
 }
 
@@ -136,8 +135,7 @@ if command -v strace >/dev/null 2>&1 &&
 		"statusfile-timeout: a status file's overrun blames no container runtime"
 	like "$(cat "$T/slow.log")" 'refresh took [0-9.]+ s, longer than the 1.0 s limit' \
 		"statusfile-timeout: the log has the time it took"
-	kill -TERM $apid
-	reap 30 "$spid"
+	agent_stop "$apid" "statusfile-timeout, under strace" "$spid"
 else
 	diag "statusfile-timeout: skipped, strace cannot trace here"
 fi

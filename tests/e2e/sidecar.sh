@@ -215,6 +215,7 @@ ok $([ "$HOLD_MS" -ge 2000 ] && [ "$HOLD_MS" -lt 20000 ]; echo $?) \
 	"the hold lasted one gateway poll (2 s) or more after the unhealthy write, within the stop grace (${HOLD_MS} ms)"
 is "$("$DH_DOCKER" inspect -f '{{.State.ExitCode}}' "$SC")" 0 "the sidecar exited 0, before the grace's SIGKILL"
 "$DH_DOCKER" logs "$SC" >"$DH_T/stop.log" 2>&1
+is "$(tail -n 1 "$DH_T/stop.log")" "$AGENT_LAST_LINE" "the sidecar's last line says it stopped (every thread joined)"
 like "$(cat "$DH_T/stop.log")" 'stop: the guest agent serves unhealthy after [0-9.]+ s; one gateway poll more' \
 	"it asked the guest agent (the stand-in) and saw it serve unhealthy"
 GA_HEARD=$(awk '$2 == "unhealthy" { t = $1 } END { printf "%.0f\n", t * 1000 }' "$DH_T/ga/heard.log")

@@ -11,9 +11,8 @@ BIN=${HEALTHD_BUILD:-build}/dstack-healthd
 . tests/lib/scratch.sh
 SERVER_PID=
 scratch_more() {
-	if [ -n "$SERVER_PID" ]; then
-		kill "$SERVER_PID" 2>/dev/null
-		reap 30 "$SERVER_PID" 2>/dev/null
+	if [ -n "$SERVER_PID" ] && is_agent "$SERVER_PID"; then
+		agent_stop "$SERVER_PID"
 	fi
 }
 
@@ -322,8 +321,7 @@ printf 'unhealthy\n%s\n' "$(now)" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
 ok "$(wait_for 20 says 'the app reports unhealthy'; echo $?)" "a rename-in-place update is seen"
 printf 'healthy\n%s\n' "$(( $(now) - 120 ))" >"$T/st/new" && mv "$T/st/new" "$T/st/fifo"
 ok "$(wait_for 20 says 'older than 60 s counts as unhealthy'; echo $?)" "a stale file is seen by the server"
-kill "$SERVER_PID"
-reap 30 "$SERVER_PID" 2>/dev/null
+agent_stop "$SERVER_PID"
 SERVER_PID=
 
 # --- an unreadable file is judged on the very next refresh ------------------
@@ -411,8 +409,7 @@ mlike "$view" "  <health_file>: the status file is a FIFO; it must be a regular 
 (.*
 )*  status file $T/st/swap
   not read: the entry above says why" "status: an unreadable file names the path locally, the entry says why"
-kill "$SERVER_PID"
-reap 30 "$SERVER_PID" 2>/dev/null
+agent_stop "$SERVER_PID"
 SERVER_PID=
 
 # --- app-compose restarted without a reboot (issue 29) -------------------------
@@ -437,8 +434,7 @@ mlike "$view" "  the app started [0-9T:.-]+Z \\(runtime file\\); written before 
 	"status: says the file was written before the start"
 printf 'healthy\n%s\n' "$(now)" >"$T/st/run.new" && mv "$T/st/run.new" "$T/st/run"
 ok "$(wait_for 20 served '"healthy": true'; echo $?)" "restart: healthy once the app writes anew"
-kill "$SERVER_PID"
-reap 30 "$SERVER_PID" 2>/dev/null
+agent_stop "$SERVER_PID"
 SERVER_PID=
 
 # A failing refresh's detail (here Docker's socket is not there), with the
@@ -456,8 +452,7 @@ mlike "$view" "Source:
   docker unix://$T/no-docker.sock \(API -\), project demo" "status: the Docker source line"
 mlike "$view" "  failing, [0-9]+ in a row: .*no-docker\.sock.* \([0-9T:.-]+Z\)" \
 	"status: a failing refresh's detail, in full (local only)"
-kill "$SERVER_PID"
-reap 30 "$SERVER_PID" 2>/dev/null
+agent_stop "$SERVER_PID"
 SERVER_PID=
 
 # --- app-compose.json errors with --once: exit 2, naming the field ----------

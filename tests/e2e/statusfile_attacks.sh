@@ -167,9 +167,7 @@ ok $([ $((rss1 - rss0)) -lt "$RSS_GROWTH_MAX_KB" ]; echo $?) \
 	"no unbounded read: RSS ${rss0} KiB before, ${rss1} KiB after (growth < ${RSS_GROWTH_MAX_KB})"
 ok $(kill -0 "$AGENT"; echo $?) "the long-running agent is still running"
 ok $(! grep -q 'healthy\\n1\|^ \{20\}' "$T/agent.log"; echo $?) "the agent's log quotes no file bytes"
-kill -TERM "$AGENT"
-reap 30 "$AGENT"
-is "$?" 0 "SIGTERM: exit 0"
+agent_stop "$AGENT" "after the attacks"
 diag "attack             | --once  | reason"
 for r in "${ROWS[@]}"; do diag "$r"; done
 done_testing

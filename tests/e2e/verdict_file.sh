@@ -64,9 +64,7 @@ ok $? "...and holds its exit ($(grep -o 'at most [0-9.]* s' "$T/agent.log"): not
 "$BIN" resume --control-socket "$CTL" >"$T/resume.out" 2>&1
 is "$?:$(st | json 'd["drain"]["draining"]'):$(st | json 'd["drain"]["stopping"]')" "1:true:true" \
 	"resume cannot lift a stopping sidecar's drain (exit 1; /status: draining, stopping)"
-kill -TERM "$AGENT"
-reap 20 "$AGENT"
-is "$?" 0 "a second SIGTERM ends the hold: the agent stops (exit 0)"
+agent_stop "$AGENT" "a sidecar, its hold ended by a second SIGTERM"
 like "$(cat "$T/agent.log")" 'stop: held [0-9.]+ s \(cut short by a second signal\); exiting with the verdict file unhealthy' \
 	"it says the hold was cut short"
 is "$(line1)" unhealthy "it exited leaving the file unhealthy"
@@ -93,9 +91,8 @@ wait_for 20 line1_is healthy
 is "$(line1)" healthy "the folder back, the file is written again"
 wait_for 10 grep -q "notice: verdict file $OUT/status written again" "$T/agent2.log"
 is "$(grep -c 'written again' "$T/agent2.log")" 1 "the recovery is logged once, at notice"
-kill -TERM "$AGENT"
-reap 20 "$AGENT"
-is "$?:$(line1)" "0:healthy" "with a public listener a stop leaves the file as it was (exit 0)"
+agent_stop "$AGENT" "with a public listener"
+is "$(line1)" healthy "with a public listener a stop leaves the file as it was"
 
 # --- A runtime that accepts and never answers (issue 28 §1). A Docker
 # stand-in serves a healthy project, then hangs every request: each refresh
@@ -176,8 +173,7 @@ I2=$(ino)
 "$BIN" resume --control-socket "$CTL" >/dev/null 2>&1
 wait_for 10 ino_not "$I2"
 is "$(line1)" unhealthy "a resume while the verdict is stale writes unhealthy"
-kill -TERM "$AGENT"
-reap 30 "$AGENT"
+agent_stop "$AGENT" "a sidecar, every refresh hung"
 
 # --- The agent's own container reporting a health state of its own. Docker
 # from API 1.52 puts each running container's health in the list, so a
@@ -208,8 +204,7 @@ if unshare --uts true 2>/dev/null; then
 		"found by its hostname, the last resort, as no mountinfo line names a container here"
 	kill -TERM "$AGENT"
 	wait_for 10 grep -q 'stop: the verdict file says unhealthy' "$T/agent4.log"
-	kill -TERM "$AGENT"
-	reap 20 "$AGENT"
+	agent_stop "$AGENT" "a sidecar in its own container"
 else
 	diag "unshare --uts is not allowed here: the own-container point is skipped"
 fi
