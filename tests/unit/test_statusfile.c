@@ -85,6 +85,7 @@ static void test_parse(void)
 		{ "empty line 1", "\n1771234567\n", BAD_WORD },
 		{ "unknown word, one line", "garbage", ONE_LINE },
 		{ "unknown word and bad number: line 2 is named", "nope\nsoon\n", BAD_TIME },
+		{ "unhealthy and a bad number: line 2 is named", "unhealthy\nsoon\n", BAD_TIME },
 		{ "unknown word, no line 2: line 2 is named", "nope\n", ONE_LINE },
 		{ "BOM is not stripped", "\xef\xbb\xbfhealthy\n1771234567\n", BAD_WORD },
 		{ "NUL in line 1", "heal\0thy\n1771234567\n", BAD_WORD },
@@ -104,6 +105,7 @@ static void test_parse(void)
 		{ "leading zeros, then past UINT64_MAX", "healthy\n018446744073709551616\n",
 		  BAD_TIME },
 		{ "hex", "healthy\n0x10\n", BAD_TIME },
+		{ "a colon after the digits (the byte after '9')", "healthy\n177123456:\n", BAD_TIME },
 		{ "two numbers", "healthy\n1771234567 1\n", BAD_TIME },
 		{ "third line ignored", "healthy\n1771234567\nextra\n", NULL },
 		{ "third line after blank ignored", "healthy\n1771234567\n\nextra", NULL },
@@ -174,6 +176,49 @@ static void test_since_start(void)
 		check_parse(h, reason, cases[i].want, cases[i].what);
 	}
 #undef BEFORE
+}
+
+/* A clock before 1970 (now < 0): the time written is still measured from
+ * it, to the second, and judged by the same 60 s either side. */
+static void test_clock_before_1970(void)
+{
+	char reason[256];
+	bool h = statusfile_parse("healthy\n0\n", 10, -60, reason, sizeof(reason));
+	check_parse(h, reason, NULL, "clock before 1970: written 60 s ahead of it is fresh");
+	h = statusfile_parse("healthy\n0\n", 10, -61, reason, sizeof(reason));
+	check_parse(h, reason, FUTURE, "clock before 1970: written 61 s ahead of it is not");
+}
+
+/* statusfile_peek, for the operator's view: the word as line 1 says it,
+ * line 2 only when it is a time the view can print (seconds that fit in
+ * milliseconds). */
+static void test_peek(void)
+{
+	static const struct {
+		const char *what, *in, *word;
+		bool has_written;
+		int64_t written;
+	} cases[] = {
+		{ "peek: a healthy file", "healthy\n1771234567\n", "healthy", true, 1771234567 },
+		{ "peek: the word in any case is shown as written down", "UNHEALTHY\n+5\n",
+		  "unhealthy", true, 5 },
+		{ "peek: another word is none", "ok\n5\n", "", true, 5 },
+		{ "peek: the last second that fits in ms", "healthy\n9223372036854775\n", "healthy",
+		  true, 9223372036854775 },
+		{ "peek: a second past what fits in ms is not shown", "healthy\n9223372036854776\n",
+		  "healthy", false, 0 },
+		{ "peek: no line 2", "healthy\n", "healthy", false, 0 },
+		{ "peek: bytes that are not UTF-8 say nothing", "healthy\n5\n\xff", "", false, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct statusfile_info info;
+		memset(&info, 0x55, sizeof(info));
+		statusfile_peek(cases[i].in, strlen(cases[i].in), &info);
+		is_str(info.word, cases[i].word, "%s: the word", cases[i].what);
+		is_int(info.has_written, cases[i].has_written, "%s: line 2 shown or not", cases[i].what);
+		if (cases[i].has_written)
+			is_int(info.written, cases[i].written, "%s: line 2", cases[i].what);
+	}
 }
 
 /* The reason never quotes the file's bytes. */
@@ -426,6 +471,8 @@ int main(void)
 {
 	test_parse();
 	test_since_start();
+	test_clock_before_1970();
+	test_peek();
 	test_never_quoted();
 	snprintf(dir, sizeof(dir), "%s/statusfile.XXXXXX", P_tmpdir);
 	if (!mkdtemp(dir)) {
