@@ -252,6 +252,14 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 		free_agent(&n);
 		return;
 	}
+	/* The refresh thread owns a->m until it stops: it reads an unusable
+	 * app-compose.json again on every refresh (manifest_try). Stopped
+	 * first, so that the comparisons below read a manifest no thread
+	 * writes. */
+	struct refresh_state st = { 0 };
+	bool had = *rf != NULL;
+	refresh_stop(*rf, &st);
+	*rf = NULL;
 	log_changes(a, &n);
 	int changed = config_diff(&a->cfg, &n.cfg, text, sizeof(text) - 300);
 	const char *oh = a->m.ok ? a->m.app.hash : "(not usable)";
@@ -277,10 +285,7 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 		snprintf(text + l, sizeof(text) - l, "(listeners are kept until a restart)\n");
 	}
 	log_manifest(&n);
-	struct refresh_state st = { 0 };
-	bool same = *rf && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
-	refresh_stop(*rf, &st);
-	*rf = NULL;
+	bool same = had && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
 	free_agent(a);
 	*a = n;
 	view->first_trigger = TRIGGER_RELOAD;
