@@ -165,14 +165,18 @@ static void kick(void *rf);
  * stop (issue 29; once per signal and start of a container, so a loop of
  * `docker kill -s HUP` cannot raise the rate of queries). */
 #define SOON_SPACING_MS 20
-static void kick_soon(void *arg)
+void refresh_kick_soon(struct refresher *rf)
 {
-	struct refresher *rf = arg;
 	pthread_mutex_lock(&rf->lock);
 	rf->kicked = true;
 	rf->kicked_soon = true;
 	pthread_cond_signal(&rf->cond);
 	pthread_mutex_unlock(&rf->lock);
+}
+
+static void kick_soon(void *rf)
+{
+	refresh_kick_soon(rf);
 }
 
 /* Container sources only: the probes' thread, unless one was handed on. A

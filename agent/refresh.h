@@ -103,4 +103,9 @@ void refresh_state_free(struct refresh_state *st);
 /* Asks for a refresh now (coalesced with one already pending, and spaced
  * by min_refresh_spacing). Never blocks on a refresh in progress. */
 void refresh_kick(struct refresher *r);
+/* The same for a change that cannot repeat on its own (a probe's record
+ * changed class, a container was sent its stop signal): spaced by 20 ms
+ * from the last refresh's start, not by min_refresh_spacing. What the
+ * prober and the events watcher call. */
+void refresh_kick_soon(struct refresher *r);
 #endif

@@ -6,10 +6,18 @@
  * resets it. What a reload keeps (source_same), and what an unusable
  * app-compose.json serves. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "agent/compose.h"
+#include "agent/config.h"
 #include "agent/refresh.h"
 #include "agent/source.h"
+#include "base/cache.h"
+#include "base/clock.h"
 #include "tests/lib/tap.h"
 
 /* A step: 'H' healthy refresh, 'U' unhealthy refresh (entry web: starting),
@@ -90,12 +98,104 @@ static void test_manifest_unusable(void)
 	verdict_free(&v);
 }
 
+/* The time of the snapshot the cache serves (each refresh publishes one). */
+static int64_t published_at(struct cache *c)
+{
+	struct snapshot *s = cache_acquire(c);
+	int64_t at = s->mono_ms;
+	snapshot_unref(s);
+	return at;
+}
+
+/* Waits up to ms for a snapshot newer than at; its time, or at. */
+static int64_t published_after(struct cache *c, int64_t at, int64_t ms)
+{
+	for (int64_t until = clock_mono_ms() + ms; clock_mono_ms() < until; usleep(10000))
+		if (published_at(c) > at)
+			break;
+	return published_at(c);
+}
+
+/* How the loop spaces a kick (agent/refresh.c, SOON_SPACING_MS): a change
+ * of verdict class (refresh_kick_soon: what the prober calls when a
+ * probe's record turns healthy or stops being so) is refreshed 20 ms after
+ * the last refresh began; any other kick (a reason that moves within its
+ * class, an event) waits min_refresh_spacing from it. With a spacing of 60
+ * s and an interval of 120 s, only the kind of kick can explain a refresh
+ * within seconds. The bounds leave a loaded machine seconds for a thread's
+ * wakeup and still tell 20 ms from 60 s. */
+static void test_kick_spacing(void)
+{
+	char dir[] = "/tmp/test_refresh.XXXXXX", path[64], status[64], compose[256];
+	if (!ok(mkdtemp(dir) != NULL, "kick spacing: a scratch folder"))
+		return;
+	snprintf(status, sizeof(status), "%s/health", dir);
+	snprintf(path, sizeof(path), "%s/app.json", dir);
+	FILE *f = fopen(status, "w");
+	if (f) {
+		fprintf(f, "healthy\n%lld\n", (long long)time(NULL));
+		fclose(f);
+	}
+	snprintf(compose, sizeof(compose),
+		 "{\"manifest_version\":\"3\",\"name\":\"t\",\"runner\":\"bash\",\"requirements\":"
+		 "{\"health_check\":true,\"health_status_file\":\"%s\"}}", status);
+	f = fopen(path, "w");
+	if (f) {
+		fputs(compose, f);
+		fclose(f);
+	}
+	char *argv[] = { "dstack-healthd", "--compose-file", path, "--interval", "120",
+			 "--min-refresh-spacing", "60", "--control-socket", "", NULL };
+	struct config cfg = { 0 };
+	struct errbuf err = { "" };
+	struct manifest m = { 0 };
+	struct refresher *rf = NULL;
+	struct cache *c = NULL;
+	struct verdict v;
+	if (!ok(config_load(9, argv, &cfg, &err) == 0, "kick spacing: the config (%s)", err.msg) ||
+	    !ok(manifest_try(&m, path), "kick spacing: the app's status file is the source") ||
+	    source_initial_verdict(&m, &v) < 0)
+		goto out;
+	c = cache_new(snapshot_new(&v, 0, NULL, NULL));
+	verdict_free(&v);
+	if (!ok(refresh_start(&cfg, &m, c, NULL, NULL, NULL, &rf, &err) == 0,
+		"kick spacing: the refresher starts (%s)", err.msg))
+		goto out;
+	int64_t first = published_after(c, 0, 30000);
+	if (!ok(first > 0, "kick spacing: the first refresh runs at once"))
+		goto out;
+	int64_t t0 = clock_mono_ms();
+	refresh_kick_soon(rf);
+	int64_t second = published_after(c, first, 20000);
+	ok(second > first, "a change of verdict class (refresh_kick_soon) refreshes at once, "
+	   "not min_refresh_spacing (60 s) after the last start (%lld ms)",
+	   (long long)(second > first ? second - t0 : clock_mono_ms() - t0));
+	refresh_kick(rf);
+	int64_t third = published_after(c, second, 3000);
+	is_int(third, second, "a reason-only kick (refresh_kick) waits min_refresh_spacing: "
+	       "no refresh within 3 s");
+	refresh_kick_soon(rf);
+	int64_t fourth = published_after(c, second, 20000);
+	ok(fourth > second, "a plain kick pending does not hold back a change of class that "
+	   "follows it");
+out:
+	refresh_stop(rf, NULL);
+	if (c)
+		cache_free(c);
+	manifest_free(&m);
+	config_free(&cfg);
+	unlink(status);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	struct manifest app = { .app = { .health_check = true, .kind = RUNNER_DOCKER_COMPOSE },
 				.ok = true };
 	test_source_same();
 	test_manifest_unusable();
+	test_kick_spacing();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct refresh_state st = { 0 };
 		char got[16] = "";
