@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,7 @@ struct server {
 	atomic_int *asked; /* set when a request came (NULL: none) */
 	atomic_int *after; /* answers only once this is set (10 s at most) */
 	atomic_int *code;  /* the status it answers (NULL: 200) */
+	atomic_int *hold;  /* no answer while this is set (30 s at most) */
 };
 
 /* Answers every connection with 200 until the listener is shut down. */
@@ -87,6 +89,9 @@ static void *http_server(void *arg)
 				atomic_store(s->asked, 1);
 			for (int64_t until = clock_mono_ms() + 10000;
 			     s->after && !atomic_load(s->after) && clock_mono_ms() < until;)
+				usleep(1000);
+			for (int64_t until = clock_mono_ms() + 30000;
+			     s->hold && atomic_load(s->hold) && clock_mono_ms() < until;)
 				usleep(1000);
 			usleep((useconds_t)s->delay_ms * 1000);
 			char answer[128];
@@ -672,6 +677,132 @@ static void stalled_record(int silent_port, int http_port)
 	container_list_free(&l);
 }
 
+/* Stops thread tid of this process, that thread alone, from a child that
+ * traces it (PTRACE_SEIZE, then PTRACE_INTERRUPT, as tests/lib/thread_stop.py
+ * does: the other threads run on, as SIGSTOP would not let them); the
+ * child's pid, or -1 when it cannot (no right to trace). *go: the pipe to
+ * close to let the thread go on. */
+static pid_t stop_thread(long tid, int *go)
+{
+	int told[2], wait_go[2];
+	if (pipe(told) < 0 || pipe(wait_go) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(told[0]);
+		close(wait_go[1]);
+		char r = 'f';
+		if (ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, NULL) == 0 &&
+		    ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL) == 0 &&
+		    waitpid((pid_t)tid, NULL, __WALL) == (pid_t)tid)
+			r = 's';
+		if (write(told[1], &r, 1) != 1 || r != 's')
+			_exit(1);
+		char c;
+		while (read(wait_go[0], &c, 1) > 0)
+			;
+		ptrace(PTRACE_DETACH, (pid_t)tid, NULL, NULL);
+		_exit(0);
+	}
+	close(told[1]);
+	close(wait_go[0]);
+	char r = 'f';
+	struct pollfd pf = { .fd = told[0], .events = POLLIN };
+	if (pid < 0 || poll(&pf, 1, 20000) != 1 || read(told[0], &r, 1) != 1 || r != 's') {
+		close(told[0]);
+		close(wait_go[1]);
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		return -1;
+	}
+	close(told[0]);
+	*go = wait_go[1];
+	return pid;
+}
+
+/* A record must not outlive the thread that renews it with a probe in
+ * flight either (probe/prober.c): the prober's thread stopped while it
+ * waits for an answer (as a thread wedged in a handshake step, or starved,
+ * would be) gives that probe until twice its timeout and
+ * PROBER_STALL_SLACK_MS past its due time, then the record that passed
+ * reads "probe stalled", not "healthy"; not sooner, as a record with no
+ * probe in flight would (one timeout and the slack). Timeout 4 s: the
+ * stall comes 10 s after the probe was due, the early one would come at 6. */
+static void stale_in_flight(void)
+{
+	int port;
+	atomic_int asked = 0, hold = 0;
+	struct server srv = { .fd = listener(&port), .asked = &asked, .hold = &hold };
+	pthread_t th;
+	pthread_create(&th, NULL, http_server, &srv);
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", port);
+	set_timing(add(&l, "in-flight", probe), "1s", "4s");
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	long before[64];
+	size_t nb = tasks(before, 64);
+	if (!ok(prober_start(NULL, NULL, NULL, &p, &err) == 0, "in flight: a prober starts (%s)",
+		err.msg))
+		goto out;
+	long tid = new_task(before, nb);
+	bool healthy = false;
+	for (int64_t until = clock_mono_ms() + 20000; !healthy && clock_mono_ms() < until;) {
+		usleep(50000);
+		probes_sync(p, &l, NULL, false);
+		healthy = l.v[0].probe && l.v[0].probe->state.status == PROBE_HEALTHY;
+	}
+	ok(healthy, "in flight: the probe passed first");
+	/* The next probe's request comes and is held unanswered: it is in
+	 * flight, and then its thread stops. */
+	atomic_store(&hold, 1);
+	atomic_store(&asked, 0);
+	for (int64_t until = clock_mono_ms() + 10000; !atomic_load(&asked) && clock_mono_ms() < until;)
+		usleep(1000);
+	int64_t t_asked = clock_mono_ms();
+	int go = -1;
+	pid_t tracer = atomic_load(&asked) && tid > 0 ? stop_thread(tid, &go) : -1;
+	if (tracer < 0) {
+		ok(1, "# SKIP in flight: the prober's thread could not be stopped (ptrace)");
+		atomic_store(&hold, 0);
+		prober_stop(p);
+		goto out;
+	}
+	int64_t stalled_after = -1;
+	bool healthy_while_stopped = true;
+	for (int64_t until = t_asked + 25000; stalled_after < 0 && clock_mono_ms() < until;) {
+		usleep(100000);
+		probes_sync(p, &l, NULL, false);
+		if (l.v[0].probe->state.last == PROBE_STALLED)
+			stalled_after = clock_mono_ms() - t_asked;
+		else if (l.v[0].probe->state.status != PROBE_HEALTHY)
+			healthy_while_stopped = false;
+	}
+	char text[160];
+	probe_state_text(&l.v[0].probe->state, text, sizeof(text));
+	close(go);
+	waitpid(tracer, NULL, 0);
+	atomic_store(&hold, 0);
+	ok(healthy_while_stopped, "in flight: the record stays the probe's own until it stalls");
+	ok(stalled_after >= 0 && l.v[0].probe->state.status == PROBE_UNHEALTHY,
+	   "in flight, the thread stopped: the record says so (%s, %lld ms after the request)",
+	   text, (long long)stalled_after);
+	/* Twice the timeout and the slack (10 s) from the probe's due time,
+	 * which is at most a loaded machine's delay before the request. */
+	ok(stalled_after >= 8500, "in flight: not before twice the timeout and the slack "
+	   "(%lld ms after the request; one timeout and the slack would be 6000)",
+	   (long long)stalled_after);
+	prober_stop(p);
+out:
+	container_list_free(&l);
+	shutdown(srv.fd, SHUT_RDWR);
+	close(srv.fd);
+	pthread_join(th, NULL);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/test_prober.XXXXXX", probe[64];
@@ -845,6 +976,7 @@ int main(void)
 	kick_by_class();
 	earliest_due_first(silent_port, hport);
 	stalled_record(silent_port, hport);
+	stale_in_flight();
 	stall_spares_answers();
 	deadline_without_events();
 	shutdown(hfd, SHUT_RDWR);
