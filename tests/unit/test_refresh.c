@@ -98,11 +98,13 @@ static void test_manifest_unusable(void)
 	verdict_free(&v);
 }
 
-/* The time of the snapshot the cache serves (each refresh publishes one). */
+/* The time of the snapshot the cache serves (each refresh publishes one),
+ * or 0 while it is not the app's healthy verdict (the refresher publishes
+ * "not determined yet" as it starts, before its first refresh). */
 static int64_t published_at(struct cache *c)
 {
 	struct snapshot *s = cache_acquire(c);
-	int64_t at = s->mono_ms;
+	int64_t at = s->verdict.healthy ? s->mono_ms : 0;
 	snapshot_unref(s);
 	return at;
 }
