@@ -59,6 +59,9 @@ static const struct gcase {
 	  { { 0, "p", "web/web/ok mig/migrate/run", "" }, { 1000, "p", "web/web/ok", "" } } },
 	{ "the agent's own service is not remembered",
 	  { { 0, "p", "web/web/ok hd/healthd/self", "" }, { 1000, "p", "web/web/ok", "" } } },
+	{ "the agent's own container is not a container of the service it is in",
+	  { { 0, "p", "web/web/ok api/api/ok hd/web/self", "" },
+	    { 1000, "p", "api/api/ok hd/web/self", GAP("web") } } },
 	{ "a container without a service label is not remembered",
 	  { { 0, "p", "web/web/ok loose/-/ok", "" }, { 1000, "p", "web/web/ok", "" } } },
 	{ "one of two replicas removed: the other is the service",
@@ -160,10 +163,20 @@ static void test_bounds(void)
 	struct verdict v;
 	verdict_init(&v);
 	gap_judge(&g, "p", &l, 0, 0, &v);
-	gap_judge(&g, "p", &none, 1, 0, &v);
-	is_int(v.n_entries, 0, "bounds: max 0 remembers nothing");
+	gap_judge(&g, "p", &none, 0, 0, &v);
+	is_int(v.n_entries, 0, "bounds: max 0 remembers nothing, not even for the same ms");
 	is_int(g.n, 0, "bounds: ...and keeps nothing");
 	verdict_free(&v);
+
+	/* The bound a gap entry states is whole seconds, rounded up: never
+	 * shorter than the hold. */
+	verdict_init(&v);
+	gap_judge(&g, "p", &l, 0, 8001, &v);
+	gap_judge(&g, "p", &none, 1000, 8001, &v);
+	ok(v.n_entries == 1 && strstr(v.entries[0].status, "unhealthy for at most 9 s)"),
+	   "bounds: 8001 ms is stated as at most 9 s (%s)", v.n_entries ? v.entries[0].status : "");
+	verdict_free(&v);
+	gap_free(&g);
 
 	char name[32];
 	c.service = name;

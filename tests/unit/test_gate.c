@@ -20,6 +20,10 @@ static const struct {
 	{ "no relay: any path is the agent's", "GET / HTTP/1.1\r\n", false, false, GATE_AGENT },
 	{ "no relay: a TLS hello is closed", "\x16\x03\x01\x02\x00", false, false, GATE_CLOSE },
 	{ "no relay: binary is closed", "\x00\x01", false, false, GATE_CLOSE },
+	{ "no relay: a DEL in the method is closed", "GE\x7fT / HTTP/1.1\r\n", false, false,
+	  GATE_CLOSE },
+	{ "no relay: a space before the method is closed", " GET / HTTP/1.1\r\n", false, false,
+	  GATE_CLOSE },
 
 	/* With a relay: Health is the agent's, by its target alone. */
 	{ "the gateway's poll", "POST /prpc/v1/Health?json HTTP/1.1\r\n", false, true, GATE_AGENT },

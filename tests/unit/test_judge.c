@@ -28,6 +28,13 @@ static const char NONE1[] =
 	"count)"
 static const char NOTHING[] = "<compose>=no container has been created yet";
 
+/* The agent's own probe (issue 27), as probe_prepare and the prober leave
+ * it: labels read and an address found (usable), a record held (probed). */
+#define PROBED(st, n) (&(struct container_probe){ .usable = true, .probed = true, \
+						  .state = { .status = st, .runs = n, \
+							     .last = PROBE_REFUSED } })
+#define PROBE_LABEL_SET { .probe = "http://:8080/" }
+
 struct jcase {
 	const char *what;
 	struct container c[MAXC];
@@ -145,6 +152,66 @@ static const struct jcase cases[] = {
 	{ "stopping and already exited: the state speaks",
 	  { { .name = "web", .state = "exited", .health = "unhealthy", .stopping = true } }, 1,
 	  "web=exited (last health check: unhealthy)" },
+	/* The agent's own probe and dstack.healthd.optional (issues 27, 34). */
+	{ "a probe label alone declares a check, its probe healthy",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET, .probe = PROBED(PROBE_HEALTHY, 1) } }, 1, "" },
+	{ "a probe label alone, its probe unhealthy",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET, .probe = PROBED(PROBE_UNHEALTHY, 3) } }, 1,
+	  "api=probe unhealthy (connection refused)" },
+	{ "a probe label whose labels were never prepared is starting",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET } }, 1,
+	  "api=probe starting (no probe has run yet)" },
+	{ "a probe never run is starting, whatever its record says",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET,
+	      .probe = &(struct container_probe){ .usable = true,
+						  .state = { .status = PROBE_HEALTHY } } } }, 1,
+	  "api=probe starting (no probe has run yet)" },
+	{ "only a healthy probe passes: one still starting does not",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET, .probe = PROBED(PROBE_STARTING, 0) } }, 1,
+	  "api=probe starting (no probe has run yet)" },
+	{ "an unusable probe label is an entry saying why",
+	  { { .name = "api", .state = "running", .running = true,
+	      .probe_labels = PROBE_LABEL_SET,
+	      .probe = &(struct container_probe){ .why = "label dstack.healthd.probe: missing" } } },
+	  1, "api=label dstack.healthd.probe: missing" },
+	{ "a healthcheck and a probe: Docker healthy, the probe not",
+	  { { .name = "api", .state = "running", .running = true, .health = "healthy",
+	      .probe_labels = PROBE_LABEL_SET, .probe = PROBED(PROBE_UNHEALTHY, 3) } }, 1,
+	  "api=probe unhealthy (connection refused)" },
+	{ "a healthcheck and a probe: the probe healthy, Docker not",
+	  { { .name = "api", .state = "running", .running = true, .health = "unhealthy",
+	      .probe_labels = PROBE_LABEL_SET, .probe = PROBED(PROBE_HEALTHY, 1) } }, 1,
+	  "api=unhealthy" },
+	{ "optional true leaves a failing container out",
+	  { RUN("web", "healthy"), { .name = "job", .state = "running", .running = true,
+				     .health = "unhealthy", .optional_label = "true" } }, 2, "" },
+	{ "optional is read case-insensitively",
+	  { RUN("web", "healthy"), { .name = "job", .state = "running", .running = true,
+				     .health = "unhealthy", .optional_label = "TRUE" } }, 2, "" },
+	{ "optional false judges the container as any other",
+	  { { .name = "job", .state = "running", .running = true, .health = "unhealthy",
+	      .optional_label = "false" } }, 1, "job=unhealthy" },
+	{ "optional false on a healthy container is no entry",
+	  { { .name = "job", .state = "running", .running = true, .health = "healthy",
+	      .optional_label = "False" } }, 1, "" },
+	{ "an optional label neither true nor false is an entry",
+	  { { .name = "job", .state = "running", .running = true, .health = "healthy",
+	      .optional_label = "yes" } }, 1,
+	  "job=label dstack.healthd.optional: must be true or false" },
+	{ "an unreadable optional label is an entry even with no check",
+	  { RUN("web", "healthy"), { .name = "job", .state = "running", .running = true,
+				     .optional_label = "maybe" } }, 2,
+	  "job=label dstack.healthd.optional: must be true or false" },
+	{ "optional and nothing else: no check is judged",
+	  { { .name = "job", .state = "running", .running = true, .health = "unhealthy",
+	      .optional_label = "true" } }, 1, NONE1 },
+	{ "two containers without healthchecks", { RUN("a", NULL), RUN("b", NULL) }, 2,
+	  NONE_N(2) },
 	{ "stopping without a healthcheck is not judged",
 	  { RUN("api", "healthy"), { .name = "proxy", .state = "running", .running = true,
 				     .stopping = true } }, 2, "" },
@@ -207,9 +274,34 @@ static void test_long_name(void)
 	verdict_free(&v);
 }
 
+/* Why a container is left out, for the operator's view: the first that
+ * applies, in the judge's own order. */
+static void test_skip_reason(void)
+{
+	static const struct {
+		const char *what;
+		struct container c;
+		const char *want;
+	} rows[] = {
+		{ "skip reason: a one-off, whatever else", { .oneoff = true, .agent_self = true,
+							     .health = "healthy",
+							     .optional_label = "true" },
+		  "one-off (compose run)" },
+		{ "skip reason: the agent's own container", { .agent_self = true, .health = "healthy" },
+		  "the agent itself" },
+		{ "skip reason: optional", { .health = "healthy", .optional_label = "true" },
+		  "optional (dstack.healthd.optional)" },
+		{ "skip reason: no healthcheck", { .state = "running" }, "no healthcheck" },
+		{ "skip reason: none for a judged container", { .health = "healthy" }, NULL },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		is_str(container_skip_reason(&rows[i].c), rows[i].want, "%s", rows[i].what);
+}
+
 int main(void)
 {
 	test_cases();
+	test_skip_reason();
 	test_long_name();
 	return done_testing();
 }

@@ -40,6 +40,7 @@ static void durations(void)
 		{ "1d", -EINVAL, 0 },         { "1h30", -EINVAL, 0 },
 		{ ".s", -EINVAL, 0 },         { "1sm", -EINVAL, 0 },
 		{ "--1s", -EINVAL, 0 },       { "25h", -ERANGE, 0 },
+		{ "23h2h", -ERANGE, 0 },      { "24h", 0, 86400000000000LL },
 		{ "99999999999999999999s", -ERANGE, 0 },
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -83,6 +84,10 @@ static void labels(void)
 		{ "grpc://:0", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:0/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:65536/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
+		{ "http://:65535/", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTP, 65535, "/", NULL },
+		{ "http://:000080/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
+		{ "http://:00080/", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTP, 80, "/", NULL },
+		{ "http://:80/it's", NULL, NULL, NULL, NULL, NULL, 1, PROBE_HTTP, 80, "/it's", NULL },
 		{ "http://:80@x/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "must be http://" },
 		{ "http://:80/a b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
 		{ "http://:80/a\r\nX: y", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
@@ -92,6 +97,10 @@ static void labels(void)
 		{ "http://:80/", "1d", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: not a duration" },
 		{ "http://:80/", "10ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range (1 s to 1 h" },
 		{ "http://:80/", "500ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		{ "http://:80/", "999ms", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
+		{ "http://:80/", "1s", "60s", NULL, NULL, NULL, 1, PROBE_HTTP, 80, "/", NULL },
+		{ "http://:80/", "1s", "61s", NULL, NULL, NULL, 0, 0, 0, NULL, "timeout: out of range" },
+		{ "http://:80/", NULL, NULL, NULL, "4294967297", NULL, 0, 0, 0, NULL, "retries: out of range" },
 		/* 2 µs is not 0: never the default, whatever ms it rounds to. */
 		{ "http://:80/", "2us", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: out of range" },
 		{ "http://:80/", "-5s", NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "interval: negative" },
@@ -406,6 +415,42 @@ static void addresses(void)
 	container_free(&c);
 }
 
+/* A path of PROBE_PATH_MAX (1024) bytes is taken, one more is not. */
+static void path_bound(void)
+{
+	char label[1100] = "http://:80/";
+	size_t head = strlen(label);
+	memset(label + head, 'a', 1023);
+	label[head + 1023] = '\0';
+	struct probe_labels l = { .probe = label };
+	struct probe_spec s;
+	char why[160] = "";
+	ok(probe_spec_parse(&l, &s, why, sizeof(why)) == 0 && strlen(s.path) == 1024,
+	   "a path of 1024 bytes is taken (%s)", why);
+	label[head + 1023] = 'a';
+	label[head + 1024] = '\0';
+	ok(probe_spec_parse(&l, &s, why, sizeof(why)) < 0 && strstr(why, "longer than 1024"),
+	   "a path of 1025 bytes is refused (%s)", why);
+}
+
+/* NetworkSettings.IPAddress (the default bridge's) is the machine's way to
+ * a container with no address on its networks; a sidecar reaches only its
+ * own networks, so it is never probed there. */
+static void primary_address(void)
+{
+	struct container_net self_net = { .name = "demo_a", .net_id = "", .ipv4 = "172.20.0.9" };
+	struct container self = { .network_mode = "demo_a", .nets = &self_net, .n_nets = 1 };
+	struct container c = { .probe_labels = { .probe = "http://:8080/" },
+			       .ipv4_primary = "172.17.0.2", .network_mode = "bridge" };
+	probe_prepare(&c, NULL, false);
+	is_str(c.probe && c.probe->usable ? c.probe->target : "", "http://172.17.0.2:8080",
+	       "the primary address, from the machine");
+	probe_prepare(&c, &self, false);
+	ok(c.probe && !c.probe->usable && strstr(c.probe->why, "no IPv4 address"),
+	   "the primary address is not a sidecar's to probe (%s)", c.probe ? c.probe->why : "");
+	free(c.probe);
+}
+
 static const char *judged(struct container *c, size_t n)
 {
 	static char buf[512];
@@ -477,6 +522,8 @@ int main(void)
 	answers();
 	machine();
 	addresses();
+	path_bound();
+	primary_address();
 	judge();
 	return done_testing();
 }

@@ -86,6 +86,15 @@ static const struct scase {
 	{ "paused: its state speaks", { { "kill", "a", SIGTERM, 100 } }, { { 0 } },
 	  { { .id = "a", .name = "a", .state = "paused", .running = true, .paused = true } }, 1,
 	  "", "" },
+	{ "paused with the state word running: not stopping either",
+	  { { "kill", "a", SIGTERM, 100 } }, { { 0 } },
+	  { { .id = "a", .name = "a", .state = "running", .running = true, .paused = true } }, 1,
+	  "", "" },
+	{ "signal 64 (RTMAX) is a signal like any: not a SIGTERM's stop",
+	  { { "kill", "a", 64, 100 } }, { { 0 } }, { RUN("a", NULL, 50) }, 1, "", "" },
+	{ "the latest of its kills counts: an old SIGKILL, then a recent stop signal",
+	  { { "kill", "a", SIGKILL, 1000000000LL }, { "kill", "a", SIGTERM, 20000000000LL } },
+	  { { 0 } }, { RUN("a", NULL, 50) }, 1, "a", "a", 21000000000LL },
 	{ "destroyed: forgotten", { { "kill", "a", SIGTERM, 100 }, { "destroy", "a", 0, 120 } },
 	  { { 0 } }, { RUN("b", NULL, 50) }, 1, "", "" },
 	{ "not listed: removed, forgotten", { { "kill", "a", SIGTERM, 100 } }, { { 0 } },
@@ -209,6 +218,8 @@ static void test_bound(void)
 	struct event start = { .action = "start", .id = "1" }, other = { .action = "start",
 									   .id = "dead" };
 	ok(stops_note(t, &start) && !stops_has(t, "1"), "bound: a start forgets it");
+	struct event destroy = { .action = "destroy", .id = "ffff" };
+	ok(stops_note(t, &destroy) && !stops_has(t, "ffff"), "bound: a destroy forgets it");
 	ok(!stops_note(t, &other), "bound: a start of a container not noted changes nothing");
 	stops_free(t);
 	stops_free(NULL);
