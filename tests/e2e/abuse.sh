@@ -26,10 +26,10 @@ command -v python3 >/dev/null || skip_all "python3 is not installed"
 
 # What an agent under attack may hold (private memory, RssAnon): 1024
 # connections with their libmicrohttpd pools, the 64 KiB bodies in flight.
-case "$B" in
-*asan*) # The sanitizer's allocator keeps and maps memory of its own (peaks
-	# of 300-500 MiB were seen at a high load): memory is judged in the
-	# release build only.
+case $(build_kind) in
+address | thread) # The sanitizer's allocator keeps and maps memory of its
+	# own (peaks of 300-500 MiB were seen at a high load; TSan's shadow
+	# too): memory is judged in the release build only.
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 	RSS_MAX_KB= ;;
 *) RSS_MAX_KB=$((8 * 1024)) ;;

@@ -44,9 +44,9 @@ TIME_POLLS=1
 # Memory is judged in the release build: the sanitizer's allocator keeps and
 # maps memory of its own (a 16 MiB body cost it 300 MiB at a high load).
 JUDGE_MEMORY=1
-case "$B" in
-*asan*) # The sanitizer build's latency is the sanitizer's: shown, not
-	# judged. Its memory is, with room for its allocator (a small
+case $(build_kind) in
+address | thread) # The sanitizer build's latency is the sanitizer's: shown,
+	# not judged. Its memory is, with room for its allocator (a small
 	# quarantine, so that freed 16 MiB buffers do not pile up).
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16"
 	TIME_POLLS=0

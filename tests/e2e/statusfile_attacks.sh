@@ -23,8 +23,8 @@ POLL=tests/fakes/gateway_poll.py
 command -v python3 >/dev/null || skip_all "python3 is not installed"
 ONCE_MAX_MS=15000
 RSS_GROWTH_MAX_KB=2048
-case "$B" in
-*asan*) # the sanitizer's start-up and its allocator's quarantine
+case $(build_kind) in
+address | thread) # the sanitizer's start-up and its allocator's quarantine
 	ONCE_MAX_MS=20000
 	RSS_GROWTH_MAX_KB=$((32 * 1024)) ;;
 esac

@@ -14,8 +14,8 @@ B=${HEALTHD_BUILD:-build}
 BIN=$B/dstack-healthd
 FAKE=tests/fakes/docker_fake.py
 R=tests/fakes/docker
-case "$B" in
-*asan*) skip_all "the sanitizer build does not run under valgrind" ;;
+case $(build_kind) in
+address | thread) skip_all "the sanitizer build does not run under valgrind" ;;
 esac
 [ -x "$BIN" ] || skip_all "$BIN not built"
 command -v valgrind >/dev/null || skip_all "valgrind is not installed"

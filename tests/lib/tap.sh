@@ -50,6 +50,19 @@ python_first() {
 	fi
 }
 
+# build_kind: what the build under test ($HEALTHD_BUILD) was built with:
+# address (ASan and UBSan, build-asan), thread (ThreadSanitizer), coverage,
+# or release. The Makefile writes the last two into the folder's file
+# "sanitizer". A sanitizer's allocator and shadow memory make RssAnon bounds
+# say nothing of the agent, and its speed makes latency bounds say little:
+# such points scale or skip by kind, and say so.
+build_kind() {
+	local b=${HEALTHD_BUILD:-build} k
+	k=$(cat "$b/sanitizer" 2>/dev/null)
+	[ -n "$k" ] || case $b in *asan*) k=address ;; *) k=release ;; esac
+	echo "$k"
+}
+
 skip_all() {
 	echo "1..0 # SKIP $*"
 	exit 0
