@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # dstack-healthd. `make` builds build/dstack-healthd; `make asan` the same with
 # AddressSanitizer and UBSan in build-asan/; `make test` runs every test with
-# both; `make run` serves a verdict from the example config.
+# both, and ThreadSanitizer's round (`make tsan`); `make run` serves a verdict
+# from the example config. `make coverage` and `make mutate` measure the
+# tests themselves.
 VERSION := 0.1.0
 REV := git:$(shell git rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
 ifeq ($(REV),git:)
@@ -60,8 +62,8 @@ $(BUILD)/config.mk: $(BUILD)/pkg-config.id
 	} > $@.tmp && mv $@.tmp $@
 # The targets a person runs on a fresh machine install the dependencies
 # first and build in a sub-make, so they must not need them yet.
-NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
-	install-front
+NOCONFIG_GOALS := clean deps test run asan tsan tsan-build coverage mutate bench fuzz fuzz-build \
+	fuzz-smoke deb uninstall install-front
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
 include $(BUILD)/config.mk
 endif
@@ -106,6 +108,49 @@ all: $(BUILD)/dstack-healthd $(TEST_BINS) $(TEST_HELPERS)
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 CFLAGS="-O1 -g" all
 
+# ThreadSanitizer (issue 44 §3): the agent, its unit tests and helpers in
+# build-tsan/, and the round tests/run makes of it: every unit test and the
+# end-to-end scripts that say "# tests/run: tsan" (the threads at work:
+# the gate under load, the relay, events, drain, probes, notify, stops,
+# status, the verdict file). Each report goes to a file (TSAN_OPTIONS
+# log_path) that fails the point, or the test, that produced it. A file
+# beside the build says which sanitizer it has (tests/run reads it).
+# Suppressions for libraries that are not ours: tests/tsan.supp.
+TSAN_FLAGS := -fno-omit-frame-pointer -fsanitize=thread
+.PHONY: tsan tsan-build
+tsan-build:
+	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-O1 -g" SAN_FLAGS="$(TSAN_FLAGS)" \
+		SANLD=-fsanitize=thread all
+	@echo thread >build-tsan/sanitizer
+tsan: tsan-build
+	@tests/run build-tsan
+
+# Coverage (issue 44 §2): the agent and the tests built with --coverage in
+# build-cov/ (no optimisation, so that lines are lines; no prefix map, so
+# that each process writes its counts beside the objects wherever it runs;
+# atomic counters, so that threads lose none), the unit tests and every
+# end-to-end script that runs this build's agent (tests/run build-cov), then
+# lcov's figures per source file and in all, and an HTML report in
+# build-cov/coverage/. tests/coverage.sh says what the targets are and why
+# a file is under them (tests/coverage-reasons.txt).
+COV_BUILD := build-cov
+.PHONY: coverage
+coverage:
+	@build-aux/deps.sh build test coverage
+	@rm -rf $(COV_BUILD)/obj/*/*.gcda $(COV_BUILD)/obj/*/*/*.gcda $(COV_BUILD)/coverage
+	@$(MAKE) --no-print-directory BUILD=$(COV_BUILD) REPRO= CFLAGS="-O0 -g -U_FORTIFY_SOURCE" \
+		SAN_FLAGS="--coverage -fprofile-update=atomic" SANLD=--coverage all
+	@echo coverage >$(COV_BUILD)/sanitizer
+	@tests/coverage.sh $(COV_BUILD)
+
+# Mutants of the pure rule units (issue 44 §4; tests/mutate.sh,
+# tests/mutants/*.mut): each applied alone to a scratch copy of the tree,
+# the unit tests it names rebuilt and run; exits 1 on a survivor.
+.PHONY: mutate
+mutate:
+	@build-aux/deps.sh build
+	@tests/mutate.sh
+
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: rpc/%.proto $(BUILD)/config.mk
 	@mkdir -p $(BUILD)/gen
 	$(PROTOC_C) --c_out=$(BUILD)/gen -Irpc $<
@@ -148,7 +193,9 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 deps:
 	build-aux/deps.sh build test fuzz cross
 
-# Everything, with the sanitizer build too, warnings as errors in both; ends
+# Everything, with the sanitizer builds too (ASan and UBSan; ThreadSanitizer's
+# round of the unit tests and the scripts that exercise threads), warnings
+# as errors in all; ends
 # with "N passed, N failed". Each phase prints its seconds as it ends
 # ("== phase NAME: N s"), and tests/run repeats them with its own rounds'
 # just before the closing line (HEALTHD_PHASES), where a CI log is read.
@@ -164,7 +211,8 @@ test:
 	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 all,build)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 asan,asan build)
-	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan
+	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 tsan-build,tsan build)
+	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan build-tsan
 
 run:
 	@build-aux/deps.sh build
@@ -172,7 +220,7 @@ run:
 	@build-aux/run-example.sh $(BUILD)/dstack-healthd
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-cov build-fuzz
 
 # Installation, as a distribution lays it out: `make install PREFIX=/usr
 # DESTDIR=/stage`. The daemon goes to sbin; the units name whatever SBINDIR

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [fuzz] [bench] [cross]
+#   build-aux/deps.sh build [test] [fuzz] [bench] [cross] [coverage]
 # Only the targets a person runs on a fresh machine call it (make deps, test,
 # bench, run, fuzz); plain `make` and the package build never do.
 set -eu
@@ -39,6 +39,9 @@ pkgs_test="$pkgs_test skopeo docker-registry diffoscope-minimal"
 # (tests/e2e/example.sh; the iptables its bridge needs comes with docker.io).
 pkgs_test="$pkgs_test caddy"
 pkgs_fuzz="clang libclang-rt-14-dev"
+# make coverage: lcov's geninfo and genhtml (Debian 12's gcovr chokes on the
+# negative branch counts that threads leave).
+pkgs_coverage="lcov"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"
 # The arm64 cross build (tests/e2e/cross.sh), as a Yocto build drives the
@@ -56,6 +59,7 @@ for purpose in "$@"; do
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
+	coverage) want="$want $pkgs_coverage" ;;
 	cross) want="$want $pkgs_cross"; foreign=$cross_arch ;;
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
