@@ -23,6 +23,7 @@
 # one gateway poll more (7 s), while the app still serves, then exits 0
 # before the rest stops.
 # tests/run: once
+# tests/run: no coverage (its sidecar is the image make image builds from build/)
 # tests/run: timeout 1200
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/netns.sh

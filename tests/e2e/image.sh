@@ -19,6 +19,7 @@
 #      built with another commit.
 # It builds its own copies, so the sanitizer build has nothing to add:
 # tests/run: once
+# tests/run: no coverage (its agent is make image's, built in copies of the tree)
 # tests/run: timeout 2400
 set -u
 cd "$(dirname "$0")/../.."

@@ -23,6 +23,7 @@
 # ASan agent needs libraries the image does not carry), so the sanitizer
 # round would run the same image again:
 # tests/run: once
+# tests/run: no coverage (its agent is the image make image builds from build/)
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh

@@ -12,6 +12,7 @@
 # A marker with no wait on its line is stale, and fails too.
 # Reads files only:
 # tests/run: once
+# tests/run: no coverage (it reads the test scripts; no agent runs)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

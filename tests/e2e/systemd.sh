@@ -15,6 +15,7 @@
 # a container in which systemd does not come up), the test skips and says why.
 # It builds its own package, so the sanitizer build has nothing to add:
 # tests/run: once
+# tests/run: no coverage (it tests the package, built by make deb from a copy of the tree)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

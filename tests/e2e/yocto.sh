@@ -15,6 +15,7 @@
 # * every DEPENDS entry has a recipe here or is one of the named recipes of
 #   the layers packaging/yocto/README.md asks for.
 # tests/run: once
+# tests/run: no coverage (it reads the recipes; no agent runs)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
