@@ -82,8 +82,10 @@ for t in build/tests/test_*; do
 	echo $? >/out/$n.rc
 done
 for s in $TRIXIE_E2E; do
+	t0=$(date +%s)
 	HEALTHD_BUILD=build timeout -k 5 600 tests/e2e/$s.sh >/out/e2e-$s.tap 2>&1
 	echo $? >/out/e2e-$s.rc
+	echo $(( $(date +%s) - t0 )) >/out/e2e-$s.secs
 done
 EOF
 # The root becomes the namespace's root (pivot_root, not chroot: dockerd
@@ -124,7 +126,7 @@ retap() {
 	elif [ "$rc" != 0 ] && [ "$f" -eq 0 ]; then
 		ok 1 "trixie $name: exit status $rc"
 	fi
-	diag "trixie $name: $p passed, $f failed"
+	diag "trixie $name: $p passed, $f failed$([ -e "$R/out/$name.secs" ] && echo " ($(cat "$R/out/$name.secs") s)")"
 }
 units=0 e2es=0
 for tap in "$R"/out/unit-*.tap; do
