@@ -211,9 +211,7 @@ wait_for 30 healthd_query_is lc "$DOWN"
 is "$(healthd_query lc)" "$DOWN" "agent: after down: no container, and each service it had held out"
 expect_once wlc 1 "$NONE_YET" "after down, --once: no container has been created yet"
 
-kill -TERM "$HD_PID_lc"
-reap 20 "$HD_PID_lc"
-is "$?" 0 "agent: exit status 0 on SIGTERM"
+healthd_stop lc
 
 healthd_sanitizer_clean
 ok $? "agent: no sanitizer report"
