@@ -217,9 +217,11 @@ PIDS+=($F_PID)
 wait_for 20 grep -q 'serving on 127.0.0.1:' "$T/F.log"
 F=$(sed -n 's/.*serving on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/F.log" | head -n1)
 like "$(cat "$T/F.log")" '\(2 slots\)' "an fd limit that fits two relayed connections: 2 relay slots"
+STREAMS=()
 for i in 1 2; do
 	curl -sN --max-time 60 "http://127.0.0.1:$F/logs/s$i" >"$T/s$i.out" 2>/dev/null &
 	PIDS+=($!)
+	STREAMS+=($!)
 done
 # Both streams established and moving bytes for over a second (12 lines of
 # one every 100 ms): busy, so neither is evicted for a newcomer.
@@ -231,4 +233,13 @@ is "$out" "service unavailable: too many relayed connections 503" \
 like "$(health "$F" '?json')" '"healthy":true' "relay slots full: Health is still answered"
 is "$(CTL=ctlF relay_field refused_full) $(CTL=ctlF relay_field open)" "1 2" \
 	"/status: refused_full counts the 503, open the two streams"
+
+# --- a stop with relayed links open ---------------------------------------------
+# As systemd stops it: SIGTERM with both streams moving bytes. It exits by
+# itself, as it does idle, and its clients see their streams end then, not
+# at their own 60 s limit.
+agent_stop "$F_PID" "F, two relayed streams open"
+streams_gone() { for p in "${STREAMS[@]}"; do pid_gone "$p" || return 1; done; }
+wait_for 20 streams_gone
+ok $? "the relayed streams end with the agent (the clients' curl have exited)"
 done_testing
