@@ -4,6 +4,7 @@
 # ready, naming the source and field), app-compose.json errors (served; exit
 # 2 with --once), --once exit codes, gating off, the not-yet-determined
 # verdict, reloads, and a clean stop on SIGTERM.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

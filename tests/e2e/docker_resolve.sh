@@ -8,6 +8,7 @@
 # namespaces: /etc/resolv.conf, /etc/hosts and /etc/nsswitch.conf are bound
 # to our own, and the name server is a UDP socket on the namespace's loopback
 # that notes each query and never answers.
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 if [ -z "${HEALTHD_RESOLVE_NS:-}" ]; then

@@ -7,6 +7,7 @@
 # names those that were not; resume serves the app's verdict at the next
 # poll; the drain outlives a SIGHUP, not a restart; a hung runtime does not
 # delay it. The status file source: no dockerd needed.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

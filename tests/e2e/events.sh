@@ -5,6 +5,7 @@
 # turning unhealthy and back; events of another project ignored; dockerd
 # restarted under the stream (the agent reconnects and reacts to the next
 # event); and a prompt stop with the stream open.
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh

@@ -12,6 +12,7 @@
 # several times that. Health polls are answered meanwhile. Loopback only.
 # Without the budget (every look paid), the peeks run at what the thread
 # can do, far over it.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

@@ -9,6 +9,7 @@
 # (agent_stop), end the client's stream, and leave no process of its own:
 # the hung nerdctl and its child are gone too. In private mount and network
 # namespaces: the probed container is 10.4.0.5, on this namespace's loopback.
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 if [ -z "${HEALTHD_STOP_NS:-}" ]; then

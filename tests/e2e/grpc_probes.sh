@@ -8,6 +8,7 @@
 # Everything runs in a network namespace of its own (unshare -n), so the
 # ports are the test's alone.
 # tests/run: timeout 300
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 if [ -z "${HEALTHD_GRPC_NETNS:-}" ]; then
 	if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then

@@ -6,6 +6,7 @@
 # loop at half of WATCHDOG_USEC and not while a refresh is wedged, STOPPING=1
 # and exit within 5 s of SIGTERM), SIGHUP with a good and a bad config, and
 # socket activation (LISTEN_FDS) through systemd-socket-activate.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

@@ -17,6 +17,7 @@
 # all, a client that stops reading and resets leaves no pipe short, and
 # once every client has gone no relayed connection is left open and the
 # agent's fd count is back at its baseline. Loopback only.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

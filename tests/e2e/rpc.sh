@@ -3,6 +3,7 @@
 # End-to-end: the real dstack-healthd binary's pRPC listener, spoken to as
 # the gateway and curl speak it (docs/design.md §3), checked with curl and a real
 # protobuf decoder. HEALTHD_BUILD names the build folder (default build).
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

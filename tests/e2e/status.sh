@@ -7,6 +7,7 @@
 # and `reload` (applied, refused), and none of it reachable or leaking on the
 # public listener. Ends with 1000 distinct poller addresses: the table and
 # the memory stay bounded.
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/scratch.sh

@@ -11,6 +11,7 @@
 # for at most --service-gap (kept across a reload), then is forgotten; the
 # recreate's gap is judged by the default 60 s bound, so that a slow Compose
 # on a loaded machine cannot run the 8 s one out on the way.
+# tests/run: tsan
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/tap.sh
 . tests/lib/dockerd.sh

@@ -13,6 +13,7 @@
 # refused at start. Then, through a Docker stand-in: the one writer (issue 28
 # §1) with a runtime that stops answering, and the agent's own container,
 # listed unhealthy, not judged.
+# tests/run: tsan
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
