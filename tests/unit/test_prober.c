@@ -648,10 +648,20 @@ static void stalled_record(int silent_port, int http_port)
 	ok(healthy, "stall: the probe passed first");
 	/* Now 64 probes that hold every socket for 10 s. */
 	snprintf(probe, sizeof(probe), "http://:%d/", silent_port);
+	int fds0 = count_fds();
 	for (int i = 0; i < PROBER_MAX_SOCKETS; i++)
 		set_timing(add(&l, "holder", probe), "1h", "10s");
 	probes_sync(p, &l, NULL, false);
 	int64_t t0 = clock_mono_ms();
+	/* Then, once they hold them, one more that finds none: its record is
+	 * "starting" however long it waits, not "stalled": nothing of the app
+	 * was ever said. */
+	for (int64_t until = t0 + 10000; count_fds() < fds0 + PROBER_MAX_SOCKETS &&
+					  clock_mono_ms() < until;)
+		usleep(10000);
+	snprintf(probe, sizeof(probe), "http://:%d/", http_port);
+	set_timing(add(&l, "late", probe), "1s", "500ms");
+	probes_sync(p, &l, NULL, false);
 	long w0 = wakes(tid);
 	bool seen = false;
 	while (!seen && clock_mono_ms() - t0 < 9000) {
@@ -666,6 +676,9 @@ static void stalled_record(int silent_port, int http_port)
 	   "stall: with no socket for it, the record says so after %lld ms (%s)", (long long)took,
 	   text);
 	is_str(text, "probe unhealthy (probe stalled)", "stall: the public words");
+	probe_state_text(&l.v[l.n - 1].probe->state, text, sizeof(text));
+	is_str(text, "probe starting (no probe has run yet)",
+	       "stall: a probe never run, waiting for a socket as long, is starting, not stalled");
 	/* Meanwhile a probe was due with every socket full: the thread waits
 	 * for a socket to free, not on a 10 ms timer (that was 100 wakes a
 	 * second). What woke it: this test's syncs, 10 a second. */
