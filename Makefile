@@ -12,6 +12,11 @@ endif
 
 .DEFAULT_GOAL := all
 BUILD ?= build
+# A build folder made with other flags (make tsan-build, make coverage)
+# remembers them in its build.mk, so that any later make in it (a test's
+# `make install BUILD=build-cov`, or a commit that changes the revision)
+# builds with them, not with the defaults.
+-include $(BUILD)/build.mk
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 # protoc-c runs on the build machine (in a cross build too): the .c it
@@ -83,7 +88,12 @@ HD_CPPFLAGS := -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
 # __FILE__ (the generated protobuf code's asserts), wherever either lies. A
 # caller's own map (dpkg's fixfilepath, Yocto's DEBUG_PREFIX_MAP) comes
 # after these in CFLAGS and wins for the folders it names.
+# Not for a coverage build (build.mk's NO_REPRO): GCC maps the counts' file
+# names with them, and a process would then write its counts relative to
+# wherever it runs.
+ifneq ($(NO_REPRO),1)
 REPRO := -ffile-prefix-map=$(CURDIR)=. -ffile-prefix-map=$(abspath $(BUILD))=build
+endif
 HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) $(REPRO) -MMD -MP
 HD_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
 COMPILE = $(CC) $(HD_CPPFLAGS) $(CPPFLAGS) $(HD_CFLAGS) $(CFLAGS)
@@ -116,12 +126,15 @@ asan:
 # log_path) that fails the point, or the test, that produced it. A file
 # beside the build says which sanitizer it has (tests/run reads it).
 # Suppressions for libraries that are not ours: tests/tsan.supp.
-TSAN_FLAGS := -fno-omit-frame-pointer -fsanitize=thread
 .PHONY: tsan tsan-build
 tsan-build:
-	@$(MAKE) --no-print-directory BUILD=build-tsan CFLAGS="-O1 -g" SAN_FLAGS="$(TSAN_FLAGS)" \
-		SANLD=-fsanitize=thread all
+	@mkdir -p build-tsan && printf '%s\n' 'CFLAGS := -O1 -g' \
+		'SAN_FLAGS := -fno-omit-frame-pointer -fsanitize=thread' \
+		'SANLD := -fsanitize=thread' >build-tsan/build.mk.tmp && \
+		{ cmp -s build-tsan/build.mk.tmp build-tsan/build.mk || \
+		  mv build-tsan/build.mk.tmp build-tsan/build.mk; } && rm -f build-tsan/build.mk.tmp
 	@echo thread >build-tsan/sanitizer
+	@$(MAKE) --no-print-directory BUILD=build-tsan all
 tsan: tsan-build
 	@tests/run build-tsan
 
@@ -137,10 +150,12 @@ COV_BUILD := build-cov
 .PHONY: coverage
 coverage:
 	@build-aux/deps.sh build test coverage
-	@rm -rf $(COV_BUILD)/obj/*/*.gcda $(COV_BUILD)/obj/*/*/*.gcda $(COV_BUILD)/coverage
-	@$(MAKE) --no-print-directory BUILD=$(COV_BUILD) REPRO= CFLAGS="-O0 -g -U_FORTIFY_SOURCE" \
-		SAN_FLAGS="--coverage -fprofile-update=atomic" SANLD=--coverage all
+	@mkdir -p $(COV_BUILD) && printf '%s\n' 'CFLAGS := -O0 -g -U_FORTIFY_SOURCE' 'NO_REPRO := 1' \
+		'SAN_FLAGS := --coverage -fprofile-update=atomic' 'SANLD := --coverage' \
+		>$(COV_BUILD)/build.mk.tmp && { cmp -s $(COV_BUILD)/build.mk.tmp $(COV_BUILD)/build.mk || \
+		mv $(COV_BUILD)/build.mk.tmp $(COV_BUILD)/build.mk; } && rm -f $(COV_BUILD)/build.mk.tmp
 	@echo coverage >$(COV_BUILD)/sanitizer
+	@$(MAKE) --no-print-directory BUILD=$(COV_BUILD) all
 	@tests/coverage.sh $(COV_BUILD)
 
 # Mutants of the pure rule units (issue 44 §4; tests/mutate.sh,
@@ -171,7 +186,7 @@ $(BUILD)/gen/rev.h: FORCE
 	@printf '#define HEALTHD_REV "%s"\n' '$(REV)' > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 
-$(BUILD)/obj/%.o: %.c | $(GEN_H) $(BUILD)/gen/rev.h
+$(BUILD)/obj/%.o: %.c $(wildcard $(BUILD)/build.mk) | $(GEN_H) $(BUILD)/gen/rev.h
 	@mkdir -p $(dir $@)
 	$(COMPILE) -c -o $@ $<
 
