@@ -54,7 +54,7 @@ is "$(relay_field A open)" 0 "none of them is the relay's yet (no head is whole)
 
 # 5 s of the gate thread's reads, each with its time and size.
 timeout -s INT 5 strace -qq -s 0 -ttt -e trace=recvfrom -e signal=none -o "$T/peeks" \
-	-p "$gate_tid" 2>"$T/strace.err" # bounded: timeout
+	-p "$gate_tid" 2>"$T/strace.err"
 summary=$(awk '/MSG_PEEK/ && / = [0-9]+$/ {
 		if (!first) first = $1; last = $1; n++; bytes += $NF
 	} END { printf "%d %d %.0f\n", n, bytes, (last - first) * 1000 }' "$T/peeks")
