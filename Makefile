@@ -141,6 +141,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
 
+# libnghttp2, test-only: test_hpack checks probe/hpack.c against its
+# inflater and deflater (fuzz/hpack_oracle.h); the agent never links it.
+# Without libnghttp2-dev those points skip.
+NGHTTP2_LIBS = $(shell $(PKG_CONFIG) --silence-errors --libs libnghttp2)
+$(BUILD)/obj/tests/unit/test_hpack.o: CPPFLAGS += $(if $(NGHTTP2_LIBS),-DHAVE_NGHTTP2)
+$(BUILD)/tests/test_hpack: LDLIBS += $(NGHTTP2_LIBS)
+
 $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
