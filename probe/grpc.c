@@ -251,8 +251,7 @@ static int owe(struct grpc_answer *a, uint8_t type, const uint8_t *payload, size
 	h[3] = type;
 	h[4] = FL_ACK;
 	h[5] = h[6] = h[7] = h[8] = 0;
-	if (n)
-		memcpy(h + 9, payload, n);
+	memcpy(h + 9, payload, n);
 	a->owed_len += 9 + n;
 	return GRPC_MORE;
 }
@@ -359,9 +358,8 @@ static int frame_begin(struct grpc_answer *a)
 	case F_CONTINUATION:
 		if (!in_block(a))
 			return bad(a, GRPC_R_CONTINUATION);
-		if (a->stream != STREAM)
-			return bad(a, GRPC_R_INTERRUPTED);
-		return GRPC_MORE;
+		/* The block goes on on its own stream. */
+		return a->stream == STREAM ? GRPC_MORE : bad(a, GRPC_R_INTERRUPTED);
 	case F_PING:
 		if (a->stream || a->len != PING_LEN)
 			return bad(a, GRPC_R_PING);
@@ -412,7 +410,8 @@ static int data_bytes(struct grpc_answer *a, const uint8_t *b, size_t n)
 			if (be32(a->msg + 1) > GRPC_MAX_MESSAGE)
 				return over(a, GRPC_R_MESSAGE_SIZE);
 		}
-		if (a->msg_len >= 5 && a->msg_len == 5 + be32(a->msg + 1) && message_whole(a))
+		/* Whole once its prefix's length is in (msg[1..4] are 0 before). */
+		if (a->msg_len == 5 + be32(a->msg + 1) && message_whole(a))
 			return GRPC_DECIDED;
 	}
 	return GRPC_MORE;
@@ -529,8 +528,6 @@ static void on_field(void *arg, const struct hpack_field *f)
 static int judge_headers(struct grpc_answer *a)
 {
 	const struct grpc_fields *s = &a->fields;
-	if (s->bad)
-		return bad(a, s->bad);
 	if (s->statuses == 0 || s->http_status < 0)
 		return bad(a, GRPC_R_NO_HTTP_STATUS);
 	if (s->http_status != 200)
@@ -545,8 +542,6 @@ static int judge_headers(struct grpc_answer *a)
 static int judge_trailers(struct grpc_answer *a, bool message)
 {
 	const struct grpc_fields *s = &a->fields;
-	if (s->bad)
-		return bad(a, s->bad);
 	if (s->grpc_statuses != 1 || s->grpc_status < 0)
 		return bad(a, GRPC_R_GRPC_STATUS);
 	if (s->grpc_status != 0)
@@ -566,6 +561,9 @@ static int block_end(struct grpc_answer *a)
 		return decide(a, PROBE_BOUNDS, GRPC_R_FIELD_SIZE, e);
 	if (e != HPACK_OK)
 		return decide(a, PROBE_GRPC_BAD, GRPC_R_HPACK, e);
+	/* A field HTTP/2 refuses, whatever block it is in. */
+	if (a->fields.bad)
+		return bad(a, a->fields.bad);
 	switch (a->state) {
 	case GRPC_IN_HEADERS:
 		if (judge_headers(a))
@@ -596,7 +594,7 @@ static int region(struct grpc_answer *a, const uint8_t *b, size_t n, uint32_t at
 		n -= skip;
 		at += (uint32_t)skip;
 	}
-	if (at >= hi || n == 0)
+	if (at >= hi)
 		return GRPC_MORE;
 	if (n > hi - at)
 		n = hi - at;
@@ -645,13 +643,15 @@ static int frame_end(struct grpc_answer *a)
 	switch (a->type) {
 	case F_SETTINGS:
 		/* Every SETTINGS is acknowledged (§6.5.3). */
-		return a->flags & FL_ACK ? GRPC_MORE : owe(a, F_SETTINGS, NULL, 0);
+		return a->flags & FL_ACK ? GRPC_MORE : owe(a, F_SETTINGS, a->fixed, 0);
 	case F_PING:
 		/* With the same 8 bytes (§6.7): a server may hold its answer
 		 * until its PING is acknowledged. */
 		return a->flags & FL_ACK ? GRPC_MORE : owe(a, F_PING, a->fixed, PING_LEN);
 	case F_RST_STREAM:
-		if (a->stream != STREAM)
+		/* Another stream's is not the call's (frame_begin refused
+		 * stream 0). */
+		if (a->stream > STREAM)
 			return GRPC_MORE;
 		return decide(a, PROBE_STREAM_RESET, GRPC_R_RESET, (int)be32(a->fixed));
 	case F_GOAWAY: {

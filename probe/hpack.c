@@ -92,18 +92,19 @@ static enum hpack_error huffman_decode(const uint8_t *in, size_t n, char *out, s
 			code = code << 1 | ((in[i] >> bit) & 1u);
 			len++;
 			if (code - first >= huff_count[len]) {
+				/* Not a code of this length: on to the next. */
 				index += huff_count[len];
 				first = (first + huff_count[len]) << 1;
-				continue;
+			} else {
+				unsigned symbol = huff_symbol[index + code - first];
+				if (symbol == HUFF_EOS)
+					return HPACK_E_HUFFMAN_EOS;
+				if (used == cap)
+					return too_long;
+				out[used++] = (char)symbol;
+				code = first = 0;
+				len = index = 0;
 			}
-			unsigned symbol = huff_symbol[index + code - first];
-			if (symbol == HUFF_EOS)
-				return HPACK_E_HUFFMAN_EOS;
-			if (used == cap)
-				return too_long;
-			out[used++] = (char)symbol;
-			code = first = 0;
-			len = index = 0;
 		}
 	}
 	/* The last bits must be a prefix of EOS (all ones), shorter than a
@@ -127,20 +128,19 @@ static enum hpack_error read_int(const uint8_t **p, const uint8_t *end, unsigned
 		*out = (uint32_t)v;
 		return HPACK_OK;
 	}
-	for (unsigned octets = 0;; octets++) {
-		if (*p == end)
-			return HPACK_E_TRUNCATED;
+	for (unsigned octets = 0; *p < end; octets++) {
 		if (octets == HPACK_INT_MAX_OCTETS)
 			return HPACK_E_INTEGER;
 		uint8_t b = *(*p)++;
 		v += (uint64_t)(b & 0x7f) << (7 * octets);
 		if (v > HPACK_INT_MAX)
 			return HPACK_E_INTEGER;
-		if (!(b & 0x80))
-			break;
+		if (!(b & 0x80)) {
+			*out = (uint32_t)v;
+			return HPACK_OK;
+		}
 	}
-	*out = (uint32_t)v;
-	return HPACK_OK;
+	return HPACK_E_TRUNCATED;
 }
 
 /* A string (§5.2) of at most cap bytes decoded: its bytes in the block
@@ -191,8 +191,6 @@ static void evict_oldest(struct hpack *h)
 	h->start = (uint16_t)(e->off + e->name_len + e->value_len);
 	h->oldest = (uint16_t)((h->oldest + 1) % HPACK_MAX_ENTRIES);
 	h->count--;
-	if (h->count == 0)
-		h->start = h->end = 0;
 }
 
 /* Evicts until the table is within h->max with room for room more. */

@@ -216,6 +216,12 @@ static const struct gcase cases[] = {
 	  PROBE_GRPC_BAD, GRPC_R_FIELD_VALUE, 0 },
 	{ "a value ending in a tab", { OK3, TRL_B(B_OK "\x00\x01" "a\x02" "x\t"), FIN },
 	  PROBE_GRPC_BAD, GRPC_R_FIELD_VALUE, 0 },
+	{ "a value ending in a space", { OK3, TRL_B(B_OK "\x00\x01" "a\x02" "x "), FIN },
+	  PROBE_GRPC_BAD, GRPC_R_FIELD_VALUE, 0 },
+	{ "a value beginning with a tab", { OK3, TRL_B(B_OK "\x00\x01" "a\x02" "\tx"), FIN },
+	  PROBE_GRPC_BAD, GRPC_R_FIELD_VALUE, 0 },
+	{ "an empty value is fine", { OK3, TRL_B(B_OK "\x00\x01" "a\x00"), FIN }, PROBE_PASS,
+	  GRPC_R_PASS, 0 },
 	{ "a space inside a value is fine", { OK3, TRL_B(B_OK "\x00\x01" "a\x03" "x y"), FIN },
 	  PROBE_PASS, GRPC_R_PASS, 0 },
 	{ "the first broken rule names the block", { OK3, TRL_B("\x00\x01" "A\x00" "\x88"), FIN },
@@ -301,6 +307,8 @@ static const struct gcase cases[] = {
 	  GRPC_R_RST_STREAM, 0 },
 	{ "RST_STREAM of 3 bytes", { S0, F(RST, 0, 1, P("\0\0\x07")), FIN }, PROBE_GRPC_BAD,
 	  GRPC_R_RST_STREAM, 0 },
+	{ "RST_STREAM of 5 bytes", { S0, F(RST, 0, 1, P("\0\0\0\x07\0")), FIN }, PROBE_GRPC_BAD,
+	  GRPC_R_RST_STREAM, 0 },
 	{ "GOAWAY on stream 1", { S0, F(GOAWAY, 0, 1, P("\0\0\0\1\0\0\0\0")), FIN },
 	  PROBE_GRPC_BAD, GRPC_R_GOAWAY, 0 },
 	{ "GOAWAY of 7 bytes", { S0, F(GOAWAY, 0, 0, P("\0\0\0\1\0\0\0")), FIN }, PROBE_GRPC_BAD,
@@ -339,6 +347,17 @@ static const struct gcase cases[] = {
 	  GRPC_R_INTERRUPTED, 0 },
 	{ "CONTINUATION with no block", { S0, HDR, F(CONT, EH, 1, P("")), FIN }, PROBE_GRPC_BAD,
 	  GRPC_R_CONTINUATION, 0 },
+	{ "a Trailers-Only block interrupted",
+	  { S0, F(HEADERS, ES, 1, P("\x88")), F(PING, 0, 0, P("12345678")), FIN }, PROBE_GRPC_BAD,
+	  GRPC_R_INTERRUPTED, 0 },
+	{ "trailers interrupted", { OK3, F(HEADERS, ES, 1, P("\x00")), F(DATA, 0, 1, P("")), FIN },
+	  PROBE_GRPC_BAD, GRPC_R_INTERRUPTED, 0 },
+	{ "a Trailers-Only block in CONTINUATION",
+	  { S0, F(HEADERS, ES, 1, P("\x88")), F(CONT, EH, 1, P(B_CT B_STATUS("\x01", "5"))), FIN },
+	  PROBE_GRPC_CALL_STATUS, GRPC_R_CALL_STATUS, 5 },
+	{ "CONTINUATION's PADDED flag means nothing (no padding there)",
+	  { S0, F(HEADERS, 0, 1, P("\x88")), F(CONT, EH | PAD, 1, P(B_CT)), SERVING_MSG, TRL, FIN },
+	  PROBE_PASS, GRPC_R_PASS, 0 },
 	{ "a second header block that does not end the stream", { OK3, HDR, FIN }, PROBE_GRPC_BAD,
 	  GRPC_R_BLOCK_AFTER, 0 },
 	{ "a second header block before the message, not ending the stream", { S0, HDR, HDR, FIN },
@@ -383,6 +402,9 @@ static const struct gcase cases[] = {
 	  { S0, F(HEADERS, 0, 1, P("\x88")), { CONT, 0, 1, P(""), 1533, 0 },
 	    F(CONT, EH, 1, P("\x88\x88")), FIN }, PROBE_GRPC_BAD, GRPC_R_FIELD_NAME, 0 },
 	/* A Huffman value of 645 zero bytes: 1032 '0's. */
+	{ "a name over the decoder's bound",
+	  { OK3, { HEADERS, EH | ES, 1, P("\x00\xff\x26"), 3 + 165, 0 }, FIN },
+	  PROBE_BOUNDS, GRPC_R_FIELD_SIZE, HPACK_E_NAME_TOO_LONG },
 	{ "a field over the decoder's bound",
 	  { OK3, { HEADERS, EH | ES, 1, P("\x00\x01" "a\xff\x86\x04"), 6 + 645, 0 }, FIN },
 	  PROBE_BOUNDS, GRPC_R_FIELD_SIZE, HPACK_E_VALUE_TOO_LONG },
@@ -489,12 +511,13 @@ static void test_owed(void)
 {
 	static const char two[] = { 0, 0, 0, SETTINGS, 0, 0, 0, 0, 0, 0, 0, 8, PING, 0, 0, 0, 0, 0,
 				    'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 0, 0, 0, SETTINGS, ACK,
-				    0, 0, 0, 0 };
+				    0, 0, 0, 0, 0, 0, 8, PING, ACK, 0, 0, 0, 0, '1', '2', '3', '4',
+				    '5', '6', '7', '8' };
 	static struct grpc_answer a;
 	size_t len;
 	grpc_answer_init(&a);
 	is_int(grpc_answer_feed(&a, two, sizeof(two)), GRPC_MORE,
-	       "SETTINGS, PING and a SETTINGS ACK: undecided");
+	       "SETTINGS, PING, a SETTINGS ACK and a PING ACK: undecided");
 	const uint8_t *o = grpc_answer_owed(&a, &len);
 	static const uint8_t want[] = { 0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0, 0, 0, 8, PING, ACK, 0,
 					0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h' };
@@ -536,6 +559,14 @@ static void test_detail(void)
 					"890123456789")), FIN },
 		  false, "grpc-message \"0123456789012345678901234567890123456789012345678901234"
 			 "56789012345678901234567890123456789012345...\"" },
+		{ "a first grpc-message cut is kept, not a second",
+		  { OK3, TRL_B(B_MESSAGE("\x64", "0123456789012345678901234567890123456789"
+					"012345678901234567890123456789012345678901234567890123456789")
+			       B_MESSAGE("\x01", "b") B_STATUS("\x01", "2")), FIN },
+		  false, "grpc-message \"01234567890123456789012345678901234567890123456789012345"
+			 "6789012345678901234567890123456789012345...\"" },
+		{ "a percent escape at the end", { OK3, TRL_B(B_STATUS("\x01", "2")
+		  B_MESSAGE("\x04", "x%41")), FIN }, false, "grpc-message \"xA\"" },
 		{ "the first grpc-message is kept",
 		  { OK3, TRL_B(B_MESSAGE("\x01", "a") B_MESSAGE("\x01", "b") B_STATUS("\x01", "2")),
 		    FIN },
@@ -667,6 +698,10 @@ static void test_request(void)
 	is_int(grpc_request("255.255.255.255:65535", longest, true, 60000, buf, sizeof(buf), &len), 0,
 	       "the longest service, address and timeout fit");
 	ok(memmem(buf, len, "grpc-timeout\x06" "54000m", 19) != NULL, "60 s: grpc-timeout 54000m");
+	is_int(grpc_request("10.0.0.1:1", "", false, 1000000000, buf, sizeof(buf), &len), 0,
+	       "a timeout past 8 digits of ms");
+	ok(memmem(buf, len, "grpc-timeout\x09" "99999999m", 22) != NULL,
+	   "grpc-timeout is at most 8 digits (PROTOCOL-HTTP2.md)");
 	is_int(grpc_request("10.0.0.1:1", "", false, 2000, buf, 100, &len), -E2BIG,
 	       "a buffer too small is -E2BIG");
 	static const int64_t t[][2] = { { 100, 80 }, { 200, 180 }, { 210, 189 }, { 2000, 1800 },
