@@ -654,7 +654,10 @@ static bool read_some(struct prober *p, struct conn *c)
 static void read_answer(struct prober *p, struct conn *c)
 {
 	size_t owed = 0;
-	if (read_some(p, c) && is_grpc(c) && (grpc_answer_owed(c->grpc, &owed), owed > 0))
+	if (!read_some(p, c) || !is_grpc(c))
+		return;
+	grpc_answer_owed(c->grpc, &owed);
+	if (owed > 0)
 		watch(p, c, EPOLLIN | EPOLLOUT);
 }
 

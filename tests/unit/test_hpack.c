@@ -262,6 +262,9 @@ static const struct edge edges[] = {
 	{ "Huffman 'a' and 3 bits of EOS's ones", NULL, "00811f00", HPACK_OK, "a: \n" },
 	{ "Huffman 'aaaaa' and 7 bits of padding", NULL, "008418c631ff00", HPACK_OK, "aaaaa: \n" },
 	{ "Huffman padding of 8 ones", NULL, "00821fff00", HPACK_E_HUFFMAN_PADDING, "" },
+	{ "Huffman padding of a whole byte of ones after 8 symbols", NULL, "00860000000000ff00",
+	  HPACK_E_HUFFMAN_PADDING, "" },
+	{ "8 symbols of 5 bits and no padding", NULL, "0085000000000000", HPACK_OK, "00000000: \n" },
 	{ "Huffman padding of zeros", NULL, "00811800", HPACK_E_HUFFMAN_PADDING, "" },
 	{ "Huffman padding of ones then a zero", NULL, "00811e00", HPACK_E_HUFFMAN_PADDING, "" },
 	{ "EOS inside a Huffman string", NULL, "0084ffffffff00", HPACK_E_HUFFMAN_EOS, "" },
@@ -376,7 +379,8 @@ static void test_table(void)
 		uint8_t lit[] = { 0x40, 0x01, 'k', 0x01, (uint8_t)('A' + i % 26) };
 		fine = decode_bytes(&h, lit, sizeof(lit), &t) == HPACK_OK;
 		unsigned want = i + 1 < 120 ? i + 1 : 120;
-		fine = fine && h.count == want && h.size == want * 34;
+		fine = fine && h.count == want && h.size == want * 34 &&
+		       (uint32_t)(h.end - h.start) == h.size - 32u * h.count;
 	}
 	ok(fine, "300 entries of 34 bytes: the table keeps the newest 120, 4080 bytes");
 	n = unhex("be ff36", b, sizeof(b)); /* 62 and 61 + 120 = 181 */
@@ -413,7 +417,10 @@ static void test_table(void)
 			m += unhex("7fe906", big + m, 3); /* 1000 */
 			memset(big + m, add[i].fill, 1000);
 			m += 1000;
-			fine = decode_bytes(&h, big, m, &t) == HPACK_OK;
+			/* The live bytes are the entries' names and values,
+			 * no more: the table's size less 32 for each. */
+			fine = decode_bytes(&h, big, m, &t) == HPACK_OK &&
+			       (uint32_t)(h.end - h.start) == h.size - 32u * h.count;
 			if (!fine)
 				break;
 		}
