@@ -281,8 +281,6 @@ static bool in_block(const struct grpc_answer *a)
 static int headers_begin(struct grpc_answer *a)
 {
 	bool ends_stream = a->flags & FL_END_STREAM;
-	if (a->stream != STREAM)
-		return bad(a, GRPC_R_STREAM);
 	if (a->state == GRPC_AWAIT_HEADERS) {
 		a->state = ends_stream ? GRPC_IN_TRAILERS_ONLY : GRPC_IN_HEADERS;
 	} else {
@@ -337,6 +335,9 @@ static int frame_begin(struct grpc_answer *a)
 	/* A header block is one run of frames: nothing in between (§6.10). */
 	if (in_block(a) && a->type != F_CONTINUATION)
 		return bad(a, GRPC_R_INTERRUPTED);
+	/* The call's frames are on the one stream it opened. */
+	if ((a->type == F_HEADERS || a->type == F_DATA) && a->stream != STREAM)
+		return bad(a, GRPC_R_STREAM);
 	switch (a->type) {
 	case F_SETTINGS:
 		if (a->stream || a->len % 6 || ((a->flags & FL_ACK) && a->len))
@@ -345,8 +346,6 @@ static int frame_begin(struct grpc_answer *a)
 			a->state = GRPC_AWAIT_HEADERS;
 		return GRPC_MORE;
 	case F_DATA:
-		if (a->stream != STREAM)
-			return bad(a, GRPC_R_STREAM);
 		/* Data comes after the answer's headers. */
 		if (a->state != GRPC_AWAIT_MESSAGE && a->state != GRPC_HAVE_MESSAGE)
 			return bad(a, GRPC_R_DATA_EARLY);
@@ -519,7 +518,7 @@ static void on_field(void *arg, const struct hpack_field *f)
 	} else if (is(f, "grpc-status")) {
 		s->grpc_statuses++;
 		s->grpc_status = number(f, 9);
-	} else if (is(f, "grpc-message") && s->message_len == 0 && !s->message_cut) {
+	} else if (is(f, "grpc-message") && s->message_len == 0) {
 		keep_text(s->message, &s->message_len, &s->message_cut, f);
 	}
 }
@@ -566,15 +565,13 @@ static int block_end(struct grpc_answer *a)
 		return bad(a, a->fields.bad);
 	switch (a->state) {
 	case GRPC_IN_HEADERS:
-		if (judge_headers(a))
+		if (judge_headers(a) == GRPC_DECIDED)
 			return GRPC_DECIDED;
 		a->state = GRPC_AWAIT_MESSAGE;
 		return GRPC_MORE;
 	case GRPC_IN_TRAILERS_ONLY:
 		/* Headers and trailers in one (a gRPC error): both judged. */
-		if (judge_headers(a))
-			return GRPC_DECIDED;
-		return judge_trailers(a, false);
+		return judge_headers(a) ? GRPC_DECIDED : judge_trailers(a, false);
 	default: /* GRPC_IN_TRAILERS */
 		return judge_trailers(a, a->msg_len > 0);
 	}
