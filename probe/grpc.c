@@ -7,6 +7,7 @@
  * outcome is set, the state is GRPC_DONE), and nothing else. */
 #include "probe/grpc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -731,13 +732,9 @@ void grpc_answer_eof(struct grpc_answer *a)
 
 static int hex_digit(char c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	static const char digits[] = "0123456789abcdef";
+	const char *at = c ? strchr(digits, tolower((unsigned char)c)) : NULL;
+	return at ? (int)(at - digits) : -1;
 }
 
 /* A server's field for the operator: percent-decoded if percent (gRPC's
