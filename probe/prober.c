@@ -70,6 +70,7 @@ struct conn {
 	bool key_judged; /* the server's key was looked at (handshake) */
 	struct probe_key_refusal key; /* why it was refused; zero if it was not */
 	int io_errno;
+	uint32_t events; /* watched for (watch) */
 	bool late; /* its deadline passed with bytes ready: had its one more step */
 };
 
@@ -388,9 +389,14 @@ static enum probe_result errno_result(int e)
 	}
 }
 
+/* The events c's socket is watched for; a call that changes nothing
+ * costs no system call (a gRPC probe asks at every read). */
 static void watch(struct prober *p, struct conn *c, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.u32 = (uint32_t)(c - p->c) };
+	if (c->events == events)
+		return;
+	c->events = events;
 	epoll_ctl(p->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
@@ -442,6 +448,7 @@ static void begin(struct prober *p, const struct target *t)
 		return;
 	}
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = (uint32_t)(c - p->c) };
+	c->events = ev.events;
 	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
 		finish(p, c, PROBE_ERROR, 0);
 		return;
