@@ -199,7 +199,7 @@ ended "$PEER"
 
 # --- the table -----------------------------------------------------------------------
 {
-	echo "== probes (issues 27, 34): $FLIPS flips; 50 containers for $SECS s each"
+	echo "== probes (issues 27, 34, 42): $FLIPS flips; 50 containers for $SECS s each"
 	printf '%-52s %12s %12s  %s\n' "measure" "probes" "reference" "target"
 	printf '%-52s %12s %12s  %s\n' "detection p50 / p99 (ms), interval 1 s x retries 3" \
 		"$F50 / $F99" "3000" "p99 < 3050"
