@@ -5,7 +5,7 @@
  * The shape is nghttp2's lib/nghttp2_hd.c and Go's x/net/http2/hpack: every
  * integer and string bounded, the dynamic table's size accounted as the RFC
  * counts it, errors as values. Nothing is allocated: a struct hpack is all
- * the memory a decoder uses (hpack_sizeof_note in the tests prints it). */
+ * the memory a decoder uses (test_hpack and test_grpc print its size). */
 #ifndef HEALTHD_HPACK_H
 #define HEALTHD_HPACK_H
 
