@@ -131,18 +131,29 @@ static void labels(void)
 					  .retries = (char *)t[i].retries,
 					  .success_threshold = (char *)t[i].succ };
 		struct probe_spec s;
-		char why[160] = "";
+		char why[160] = "", name[1400];
+		/* A point's name is the labels it reads, so that a failed one
+		 * (or the test that kills a mutant) says which rule. */
+		snprintf(name, sizeof(name), "label %zu, %.1100s%s%s%s%s%s%s%s%s%s%s", i, t[i].probe,
+			 t[i].interval ? " interval " : "", t[i].interval ? t[i].interval : "",
+			 t[i].timeout ? " timeout " : "", t[i].timeout ? t[i].timeout : "",
+			 t[i].start ? " start_period " : "", t[i].start ? t[i].start : "",
+			 t[i].retries ? " retries " : "", t[i].retries ? t[i].retries : "",
+			 t[i].succ ? " success_threshold " : "", t[i].succ ? t[i].succ : "");
+		for (char *c = name; *c; c++)
+			if ((unsigned char)*c < ' ')
+				*c = '?';
 		int r = probe_spec_parse(&l, &s, why, sizeof(why));
-		ok((r == 0) == t[i].ok, "label %zu %s (%s)", i, t[i].ok ? "taken" : "refused", why);
+		ok((r == 0) == t[i].ok, "%s: %s (%s)", name, t[i].ok ? "taken" : "refused", why);
 		if (r == 0) {
-			is_int(s.kind, t[i].kind, "label %zu: kind", i);
-			is_int(s.port, t[i].port, "label %zu: port", i);
+			is_int(s.kind, t[i].kind, "%s: kind", name);
+			is_int(s.port, t[i].port, "%s: port", name);
 			if (t[i].kind != PROBE_TCP)
-				is_str(s.path, t[i].path, "label %zu: path", i);
+				is_str(s.path, t[i].path, "%s: path", name);
 		} else {
-			ok(strstr(why, t[i].why) != NULL, "label %zu: why says \"%s\"", i, t[i].why);
+			ok(strstr(why, t[i].why) != NULL, "%s: why says \"%s\"", name, t[i].why);
 			/* The value is the app's: never quoted back. */
-			ok(strstr(why, t[i].probe) == NULL, "label %zu: value not quoted", i);
+			ok(strstr(why, t[i].probe) == NULL, "%s: value not quoted", name);
 		}
 	}
 	/* What each set of labels reads as: absent are the defaults, and 0
