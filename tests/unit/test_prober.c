@@ -727,6 +727,43 @@ static pid_t stop_thread(long tid, int *go)
 	return pid;
 }
 
+/* Which containers are targets (runtime/probes.c, want): only a serving
+ * one (Docker keeps Running true while paused: the state word and the
+ * paused flag both count), never a one-off or the agent's own; and at most
+ * PROBER_MAX_TARGETS, the rest an entry that says so. */
+static void targets(int silent_port)
+{
+	struct container_list l = { 0 };
+	char probe[64];
+	snprintf(probe, sizeof(probe), "http://:%d/", silent_port);
+	set_timing(add(&l, "serving", probe), "1h", "100ms");
+	struct container *paused = add(&l, "paused", probe), *oneoff = add(&l, "oneoff", probe),
+			 *self = add(&l, "self", probe);
+	paused->paused = true; /* its state word still "running" */
+	oneoff->oneoff = true;
+	self->agent_self = true;
+	while (l.n < PROBER_MAX_TARGETS + 4) /* three of them are not targets */
+		set_timing(add(&l, "many", probe), "1h", "100ms");
+	struct prober *p = NULL;
+	struct errbuf err = { "" };
+	if (!ok(prober_start(NULL, NULL, NULL, &p, &err) == 0, "targets: a prober starts (%s)",
+		err.msg))
+		return;
+	ok(probes_sync(p, &l, NULL, false) == 0, "targets: synced");
+	ok(l.v[0].probe->probed, "targets: a serving container is probed");
+	ok(!l.v[1].probe->probed, "targets: a paused container (state word running) is not probed");
+	ok(!l.v[2].probe->probed, "targets: a one-off (compose run) is not probed");
+	ok(!l.v[3].probe->probed, "targets: the agent's own container is not probed");
+	const struct container_probe *last = l.v[l.n - 1].probe, *kept = l.v[l.n - 2].probe;
+	ok(kept->probed && kept->usable, "targets: the %dth probed container is probed",
+	   PROBER_MAX_TARGETS);
+	ok(!last->probed && !last->usable && strstr(last->why, "more than 1024 probed containers"),
+	   "targets: the one after the %dth is an entry that says so (%s)", PROBER_MAX_TARGETS,
+	   last->why);
+	prober_stop(p);
+	container_list_free(&l);
+}
+
 /* A record must not outlive the thread that renews it with a probe in
  * flight either (probe/prober.c): the prober's thread stopped while it
  * waits for an answer (as a thread wedged in a handshake step, or starved,
@@ -993,6 +1030,7 @@ int main(void)
 	kick_by_class();
 	earliest_due_first(silent_port, hport);
 	stalled_record(silent_port, hport);
+	targets(silent_port);
 	stale_in_flight();
 	stall_spares_answers();
 	deadline_without_events();
