@@ -210,6 +210,59 @@ else
 	diag "unshare --uts is not allowed here: the own-container point is skipped"
 fi
 
+# --- A sidecar's stop asks the guest agent (stop_guest_agent, issue 29) ------
+# Out of a container no stop grace bounds the hold. The guest agent's
+# stand-in (tests/fakes/guest_health.py, upstream's judging) reads the file
+# every 0.5 s: the sidecar waits until it serves unhealthy, then one
+# gateway poll more (--stop-hold 1), and exits on its own (one SIGTERM).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# guest NAME FILE: a stand-in on a free port reading FILE; its port in GA.
+guest() {
+	GA=$(free_port)
+	python3 tests/fakes/guest_health.py --listen "127.0.0.1:$GA" --status-file "$2" \
+		--interval 0.5 --log "$T/$1.log" >/dev/null 2>"$T/$1.err" &
+	PIDS+=($!)
+	wait_for 30 curl -sf --max-time 2 "http://127.0.0.1:$GA/prpc/v1/Health?json"
+}
+# sidecar NAME GUEST: an agent writing $OUT/status, asking GUEST on its stop.
+sidecar() {
+	rm -f "$OUT/status"
+	"$BIN" --listen= --control-socket "$T/$1.sock" --compose-file "$T/app.json" --interval 0.5 \
+		--verdict-file "$OUT/status" --stop-hold 1 --stop-guest-agent "$2" >"$T/$1.log" 2>&1 &
+	AGENT=$!
+	PIDS+=($AGENT)
+	wait_for 20 line1_is healthy
+}
+mkdir -p "$OUT"
+guest ga-file "$OUT/status"
+sidecar hold1 "127.0.0.1:$GA"
+wait_for 20 sh -c "curl -s --max-time 2 'http://127.0.0.1:$GA/prpc/v1/Health?json' | grep -q '\"healthy\":true'"
+ok $? "stop_guest_agent: the guest agent's stand-in serves the file's healthy"
+AGENT_STOP_HOLD=wait agent_stop "$AGENT" "a sidecar asking the guest agent on its stop"
+like "$(cat "$T/hold1.log")" 'stop: the guest agent serves unhealthy after [0-9.]+ s; one gateway poll more' \
+	"stop_guest_agent: it waited until the guest agent served unhealthy, then a gateway poll"
+like "$(grep 'stop: held' "$T/hold1.log")" 'stop: held [0-9.]+ s; exiting with the verdict file unhealthy$' \
+	"stop_guest_agent: and exited by itself, the hold not cut short"
+is "$(line1)" unhealthy "stop_guest_agent: the file is left unhealthy"
+
+# Nothing listens where stop_guest_agent points: said, and the hold is the
+# guest agent's re-read (5 s) and the gateway's poll.
+sidecar hold2 "127.0.0.1:$(free_port)"
+AGENT_STOP_HOLD=wait agent_stop "$AGENT" "a sidecar whose guest agent cannot be asked"
+like "$(cat "$T/hold2.log")" 'stop: the guest agent at 127\.0\.0\.1:[0-9]+ cannot be asked \(.*\); holding for its re-read as well' \
+	"stop_guest_agent unreachable: said once, and held for the re-read"
+ok $([ "$AGENT_STOP_MS" != timeout ] && [ "$AGENT_STOP_MS" -ge 5000 ]; echo $?) \
+	"stop_guest_agent unreachable: the hold lasted the re-read and the poll ($AGENT_STOP_MS ms >= 5000)"
+
+# A guest agent that reads another file serves healthy throughout: the
+# sidecar says what to check, and holds as long as the re-read and a poll.
+printf 'healthy\n%s\n' "$(date +%s)" >"$T/other-status"
+guest ga-other "$T/other-status"
+sidecar hold3 "127.0.0.1:$GA"
+AGENT_STOP_HOLD=wait agent_stop "$AGENT" "a sidecar whose guest agent reads another file"
+like "$(cat "$T/hold3.log")" "stop: the guest agent at 127\\.0\\.0\\.1:$GA still serves healthy [0-9.]+ s after the file said unhealthy; is requirements.health_status_file $OUT/status\\?" \
+	"stop_guest_agent reading another file: it says which file the app should name"
+
 ERR=$("$BIN" --verdict-file rel/status --compose-file "$T/app.json" 2>&1)
 is "$?:$ERR" "2:dstack-healthd: error: --verdict-file: 'rel/status' is not an absolute path" \
 	"a relative path stops the agent at start (exit 2)"

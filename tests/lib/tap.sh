@@ -165,10 +165,11 @@ agent_stop() {
 # agent_gone PID CHILD LOG: CHILD has ended. A sidecar (a verdict file, no
 # public listener) holds its stop after the first SIGTERM until a gateway
 # has seen it unhealthy (agent/stophold.c); a second signal ends the hold,
-# as a second `docker stop` would: sent once, when the log says it holds.
+# as a second `docker stop` would: sent once, when the log says it holds,
+# unless AGENT_STOP_HOLD=wait (a test of the hold itself lets it run out).
 agent_gone() {
 	pid_gone "$2" && return 0
-	if [ -z "$AGENT_HELD" ] && [ -f "$3" ] &&
+	if [ -z "$AGENT_HELD" ] && [ "${AGENT_STOP_HOLD:-}" != wait ] && [ -f "$3" ] &&
 		grep -q 'stop: the verdict file says unhealthy; holding' "$3"; then
 		AGENT_HELD=1
 		kill -TERM "$1" 2>/dev/null
