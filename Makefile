@@ -3,7 +3,13 @@
 # AddressSanitizer and UBSan in build-asan/; `make test` runs every test with
 # both; `make run` serves a verdict from the example config.
 VERSION := 0.1.0
-REV := git:$(shell git rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
+# Every git call names this checkout as safe: built as root in a container
+# from a checkout mounted from the host (another owner), git would otherwise
+# refuse it ("dubious ownership"), and the image and the package would lose
+# the commit they are built from. Its config is trusted no more than its
+# Makefile, which runs anyway.
+GIT := git -c safe.directory=$(CURDIR)
+REV := git:$(shell $(GIT) rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
 ifeq ($(REV),git:)
 REV := git:unknown
 endif
@@ -260,7 +266,7 @@ install-front:
 # its commit (edits, new files) still builds, since the tests install the
 # package of work not yet committed; but it says so, and the agent is
 # stamped git:<commit>-dirty, so that no such package passes for the commit's.
-DEB_EPOCH = $(shell git log -1 --format=%ct 2>/dev/null)
+DEB_EPOCH = $(shell $(GIT) log -1 --format=%ct 2>/dev/null)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
@@ -269,7 +275,7 @@ deb:
 	@[ -n "$(DEB_EPOCH)" ] || { echo "make deb: needs a git checkout with a commit" \
 		"(it copies the files git tracks, and stamps the commit's revision and time)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
-	@set -e; rev='$(REV)'; changed=$$(git status --porcelain --untracked-files=all); \
+	@set -e; rev='$(REV)'; changed=$$($(GIT) status --porcelain --untracked-files=all); \
 	if [ -n "$$changed" ]; then \
 		rev=$$rev-dirty; \
 		echo "make deb: warning: the tree differs from commit $(REV) in" \
@@ -280,7 +286,7 @@ deb:
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "make deb: building from a copy of the tree in $$tmp (not in $(BUILD)/)"; \
 	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
-	git ls-files -z -c -o --exclude-standard | \
+	$(GIT) ls-files -z -c -o --exclude-standard | \
 		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
 	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
 		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV="$$rev" \
@@ -301,12 +307,12 @@ deb:
 # naming the first file that differs.
 IMAGE_ARCHIVE := $(BUILD)/dstack-healthd-$(VERSION).oci.tar
 SOURCE_DATE_EPOCH ?= $(DEB_EPOCH)
-COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)
+COMMIT ?= $(shell $(GIT) rev-parse --verify -q HEAD 2>/dev/null)
 .PHONY: image verify-image
 image: $(BUILD)/dstack-healthd
 	@[ -n "$(SOURCE_DATE_EPOCH)" ] && [ -n "$(COMMIT)" ] || { echo "make image: needs a git" \
 		"checkout with a commit, or SOURCE_DATE_EPOCH and COMMIT" >&2; exit 1; }
-	@if changed=$$(git status --porcelain --untracked-files=all 2>/dev/null); then \
+	@if changed=$$($(GIT) status --porcelain --untracked-files=all 2>/dev/null); then \
 		tree=clean; [ -z "$$changed" ] || { tree="differs from the commit in $$(printf '%s\n' \
 			"$$changed" | wc -l) file(s)"; echo "make image: warning: the tree $$tree:" \
 			"build-inputs says so" >&2; }; \
