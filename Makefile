@@ -66,7 +66,7 @@ $(BUILD)/config.mk: $(BUILD)/pkg-config.id
 	} > $@.tmp && mv $@.tmp $@
 # The targets a person runs on a fresh machine install the dependencies
 # first and build in a sub-make, so they must not need them yet.
-NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
+NOCONFIG_GOALS := clean deps image-deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
 	install-front
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
 include $(BUILD)/config.mk
@@ -152,7 +152,13 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	$(LINK) -o $@ $^ $(LIBS)
 
 deps:
-	build-aux/deps.sh build test fuzz cross
+	build-aux/deps.sh build image test fuzz cross
+
+# What `make image` alone needs (the build's packages, python3 and git): on
+# a fresh Debian 12 where make is not installed yet, run the script itself.
+.PHONY: image-deps
+image-deps:
+	build-aux/deps.sh image
 
 # Everything, with the sanitizer build too, warnings as errors in both; ends
 # with "N passed, N failed". Each phase prints its seconds as it ends
@@ -167,7 +173,7 @@ phase = t=$$(date +%s); $(1) && d=$$(($$(date +%s) - t)) && \
 	echo "== phase $(2): $$d s" && echo "$(2) $$d s" >>$(TEST_PHASES)
 test:
 	@mkdir -p $(BUILD) && : >$(TEST_PHASES)
-	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
+	@$(call phase,build-aux/deps.sh build image test fuzz cross,deps)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 all,build)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 asan,asan build)
 	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan

@@ -2,14 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [fuzz] [bench] [cross]
+#   build-aux/deps.sh build [image] [test] [fuzz] [bench] [cross]
 # Only the targets a person runs on a fresh machine call it (make deps, test,
-# bench, run, fuzz); plain `make` and the package build never do.
+# bench, run, fuzz, image-deps); plain `make` and the package build never do.
+# `build-aux/deps.sh image` alone is what `make image` needs on a fresh
+# Debian 12 (a container has no make yet): the build's list and the image's.
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
-# make image packs the sidecar's image with python3 (build-aux/image.py).
-pkgs_build="$pkgs_build python3"
+# make image packs the sidecar's image with python3 (build-aux/image.py) and
+# stamps it with the commit and its time, which git reads from the checkout.
+pkgs_image="python3 git"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
 # promtool, which checks /metrics (tests/e2e/status.sh).
 pkgs_test="$pkgs_test prometheus"
@@ -53,6 +56,7 @@ foreign=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
+	image) want="$want $pkgs_build $pkgs_image" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
