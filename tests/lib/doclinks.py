@@ -142,6 +142,14 @@ SLUGS = [
 def main(argv):
     if argv[1:] == ["--slugs"]:
         bad = ["%r: %r, want %r" % (h, slug(h), want) for h, want in SLUGS if slug(h) != want]
+        # A heading repeated takes -1, then -2; one in code is none.
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".md") as t:
+            t.write("# A b\n\n## A b\n\n### A `b`\n\n```\n## Not one\n```\n")
+            t.flush()
+            got = sorted(anchors(t.name))
+        if got != ["a-b", "a-b-1", "a-b-2"]:
+            bad.append("repeated headings: %s, want a-b a-b-1 a-b-2" % " ".join(got))
         print("\n".join(bad) or "%d headings, each its anchor" % len(SLUGS))
         return 1 if bad else 0
     bad = []
