@@ -46,6 +46,8 @@ ok $([ $((t - $(date +%s))) -le 1 ] && [ $(($(date +%s) - t)) -le 30 ]; echo $?)
 like "$(head -n1 "$T/agent.log")" 'serving on no public listener;' "listen empty: no public listener"
 is "$(ss -Hltnp 2>/dev/null | grep -c "pid=$AGENT,")" 0 "no TCP socket is listening in the agent"
 is "$(st | json 'd["verdict_file"]["last_written"]')" healthy "the control socket serves; /status shows the write"
+like "$("$BIN" status --control-socket "$CTL")" "^  $OUT/status: healthy at [0-9T:.-]+Z \(writes: [0-9]+, failed: 0\)\$" \
+	"dstack-healthd status shows the file, what was written last and when"
 
 "$BIN" drain --control-socket "$CTL" >"$T/drain.out" 2>&1
 ok $? "dstack-healthd drain"
@@ -86,6 +88,8 @@ ok $? "the failing writes are counted in /status"
 is "$(grep -c "warning: verdict file $OUT/status: " "$T/agent2.log")" 1 \
 	"the failure is logged once, at warning, with the path"
 is "$(st | json 'd["verdict_file"]["failing"]')" true "/status says it is failing"
+like "$("$BIN" status --control-socket "$CTL")" "^  failing: verdict file $OUT/status: cannot create a temporary file beside it: No such file or directory" \
+	"...and dstack-healthd status says why"
 like "$(curl -s --unix-socket "$CTL" http://x/metrics)" $'dstack_healthd_verdict_file_failing 1\n' \
 	"/metrics says so too"
 mkdir -p "$OUT"
