@@ -3,6 +3,7 @@
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
 #   build-aux/deps.sh build [image] [test] [fuzz] [bench] [cross]
+#   build-aux/deps.sh --list PURPOSE...   the packages, one line, no check
 # Only the targets a person runs on a fresh machine call it (make deps, test,
 # bench, run, fuzz, image-deps); plain `make` and the package build never do.
 # `build-aux/deps.sh image` alone is what `make image` needs on a fresh
@@ -51,6 +52,8 @@ pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose 
 cross_arch=arm64
 pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils pkgconf:arm64 protobuf-c-compiler libjsmn-dev libmicrohttpd-dev:arm64 libprotobuf-c-dev:arm64 libsystemd-dev:arm64 libmbedtls-dev:arm64"
 
+list=
+[ "${1:-}" = --list ] && { list=1; shift; }
 want=""
 foreign=""
 for purpose in "$@"; do
@@ -64,6 +67,13 @@ for purpose in "$@"; do
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
+
+# The list alone, e.g. for a root made with debootstrap --include
+# (tests/lib/rootfs.sh), so that it cannot drift from what is checked here.
+if [ -n "$list" ]; then
+	echo $want
+	exit 0
+fi
 
 # Packages of another architecture are known to apt only once dpkg has it.
 add_arch=""

@@ -14,6 +14,11 @@ trixie-build) # Debian 13's toolchain and libraries (tests/e2e/trixie.sh)
 	ROOTFS_FLAVOR=build
 	ROOTFS_INCLUDE=gcc,make,pkg-config,libmicrohttpd-dev,libprotobuf-c-dev,protobuf-c-compiler,libjsmn-dev,libmbedtls-dev,libsystemd-dev,curl,python3,protobuf-compiler,procps,iproute2,openssl
 	;;
+bookworm-image) # `debian:12` with what `build-aux/deps.sh image` installs
+	# (tests/e2e/image_container.sh): the container has no network.
+	ROOTFS_FLAVOR=image
+	ROOTFS_INCLUDE=$(build-aux/deps.sh --list image | tr ' ' ',')
+	;;
 *) echo "tests/lib/rootfs.sh: unknown ROOTFS_PRESET ${ROOTFS_PRESET}" >&2 ;;
 esac
 ROOTFS_CACHE=${ROOTFS_CACHE:-/var/cache/dstack-healthd-tests}
