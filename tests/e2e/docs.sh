@@ -182,6 +182,14 @@ check() {
 		front_up
 		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
 		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
+	"build-aux/deps.sh image")
+		# The image's own list, installed already (make test installs it
+		# first): nothing to do, nothing to say.
+		run "$cmd"; is "$RC:$OUT" "0:" "$what: its packages are installed, exit 0" ;;
+	"docker run --rm -v \"\$PWD:/src\" -w /src debian:12 sh -c 'build-aux/deps.sh image && make image && chown -R \"\$(stat -c %u:%g .)\" build'")
+		# Run by image_container.sh, which takes it from the page itself.
+		grep -qF "grep -E '^    docker run .* debian:12 ' \"\$GUIDE\"" tests/e2e/image_container.sh
+		ok $? "$what: run as printed by tests/e2e/image_container.sh (a Debian 12 root, a checkout of another owner)" ;;
 	"make image" | \
 	"make verify-image IMAGE=REGISTRY/dstack-healthd@sha256:...")
 		grep -qF -- "$(image_form "$cmd")" tests/e2e/image.sh
