@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# dstack-healthd(8), --help and the operator's guide's config table name the
-# same options; the guide and the page say the same of error, the exit statuses
-# and the special entries; the page lists every message under its priority;
-# --help fits 80 columns; and the page formats without warnings.
+# dstack-healthd(8) names every flag of --help, and is the one list of the
+# options: no Markdown document copies it into a table (the guides link to
+# the page); the operator's guide and the page say the same of error, the
+# exit statuses and the special entries; the page lists every message under
+# its priority; --help fits 80 columns; and the page formats without
+# warnings.
 # tests/run: once
 set -u
 cd "$(dirname "$0")/../.."
@@ -17,18 +19,16 @@ GUIDE=docs/operator.md
 help_flags=$("$BIN" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
 # In roff a dash is written \-.
 page_flags=$(sed 's/\\-/-/g' "$PAGE" | grep -oE -- '--[a-z][a-z-]+' | sort -u)
-# The flag column of the table.
-readme_flags=$(grep -E '^\| `[a-z_]+` \| `--' "$GUIDE" | awk -F'|' '{ print $3 }' |
-	grep -oE -- '--[a-z][a-z-]+' | sort -u)
 
 missing=$(comm -23 <(echo "$help_flags") <(echo "$page_flags") | tr '\n' ' ')
 is "$missing" "" "every flag of --help is in the man page"
 # The options proper (FLAG=ARG): --help also lists -c/--config and actions.
 table=$("$BIN" --help | grep -oE -- '^  --[a-z][a-z-]+=' | tr -d ' =' | sort -u)
-missing=$(comm -23 <(echo "$table") <(echo "$readme_flags") | tr '\n' ' ')
-is "$missing" "" "every option of --help is in $GUIDE's table"
-extra=$(comm -13 <(echo "$table") <(echo "$readme_flags") | tr '\n' ' ')
-is "$extra" "" "$GUIDE's table names no option --help does not"
+ok $([ "$(echo "$table" | wc -l)" -ge 20 ]; echo $?) "--help lists the options ($(echo "$table" | wc -l))"
+# A copy of the options in a document: a table row of a file key and a flag.
+copies=$(git ls-files -c -o --exclude-standard '*.md' 2>/dev/null |
+	xargs -r grep -lE '^\| `[a-z_]+` \| `--[a-z]' | tr '\n' ' ')
+is "$copies" "" "no Markdown document copies the options into a table: the man page is their one list"
 
 # roff to plain text, enough for comparing sentences: dashes, quotes, fonts.
 plain() { sed -e 's/\\-/-/g' -e 's/\\(aq/\x27/g' -e 's/\\f[BIRP]//g' -e 's/\\&//g'; }
