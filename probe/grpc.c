@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gRPC health probes over HTTP/2 (RFC 9113): the request, and the frame
- * reader of its answer. Pure. docs/design.md §4 "Probes" says why the
+ * reader of its answer. Pure. docs/design/probes.md says why the
  * answer's headers are never decoded. */
 #include "probe/grpc.h"
 
