@@ -81,12 +81,13 @@ endif
 JSMN_DEFS := -DJSMN_STRICT -DJSMN_PARENT_LINKS
 HD_CPPFLAGS := -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
 	-DHEALTHD_VERSION='"$(VERSION)"' $(PKG_CFLAGS)
-# Bit for bit the same binary from any folder (issue 28 §2; README,
-# "Reproducible builds"): the source folder becomes "." and the build folder
-# "build" in the debug information, the build id that hashes it, and
-# __FILE__ (the generated protobuf code's asserts), wherever either lies. A
-# caller's own map (dpkg's fixfilepath, Yocto's DEBUG_PREFIX_MAP) comes
-# after these in CFLAGS and wins for the folders it names.
+# Bit for bit the same binary from any folder (issue 28 §2;
+# docs/image-builder.md, "Reproducible builds"): the source folder becomes "."
+# and the build folder "build" in the debug information, the build id that
+# hashes it, and __FILE__ (the generated protobuf code's asserts), wherever
+# either lies. A caller's own map (dpkg's fixfilepath, Yocto's
+# DEBUG_PREFIX_MAP) comes after these in CFLAGS and wins for the folders it
+# names.
 REPRO := -ffile-prefix-map=$(CURDIR)=. -ffile-prefix-map=$(abspath $(BUILD))=build
 HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) $(REPRO) -MMD -MP
 HD_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
@@ -204,8 +205,8 @@ SYSTEMDUNITDIR := /lib/systemd/system
 endif
 endif
 INSTALL ?= install
-# Prometheus alerting rules for the agent's metrics (README, "Alerts"), for
-# the operator's Prometheus: beside health.proto.
+# Prometheus alerting rules for the agent's metrics (docs/operator.md,
+# "Alerts"), for the operator's Prometheus: beside health.proto.
 ALERT_RULES := packaging/prometheus/dstack-healthd.rules.yml
 UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
 	systemd/dstack-healthd-drain.service
@@ -247,13 +248,13 @@ uninstall:
 	done
 	-rmdir $(DESTDIR)$(SYSCONFDIR)/dstack 2>/dev/null
 
-# The front of the agent port in a dstack guest image (README, "In a dstack
-# guest image"): the guest agent's listener moved to 127.0.0.1:18090 and the
-# agent's config that relays to it. Both under SYSCONFDIR (not PREFIX): the
-# guest agent reads /etc/dstack/dstack.toml, the agent /etc/dstack/healthd.json.
-# Apart from `install`, so that a plain install changes no other program's
-# port; the Debian package dstack-healthd-front and the recipe's ${PN}-front
-# ship it.
+# The front of the agent port in a dstack guest image (docs/image-builder.md,
+# "In a dstack guest image"): the guest agent's listener moved to
+# 127.0.0.1:18090 and the agent's config that relays to it. Both under
+# SYSCONFDIR (not PREFIX): the guest agent reads /etc/dstack/dstack.toml, the
+# agent /etc/dstack/healthd.json. Apart from `install`, so that a plain install
+# changes no other program's port; the Debian package dstack-healthd-front and
+# the recipe's ${PN}-front ship it.
 SYSCONFDIR ?= /etc
 FRONT_FILES := packaging/front/dstack.toml packaging/front/healthd.json
 .PHONY: install-front
@@ -264,14 +265,14 @@ install-front:
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source
 # tree); only the .deb comes back, under $(BUILD)/: the tree's own build
-# folders are neither used nor touched, and it says so. Our own make
-# variables (BUILD=...) must not leak into the package's make. The same
-# commit gives the same .deb bit for bit (README, "Reproducible builds"):
-# SOURCE_DATE_EPOCH is the commit's time, and dpkg clamps the files' times
-# to it. So it needs a git checkout with a commit. A tree that differs from
-# its commit (edits, new files) still builds, since the tests install the
-# package of work not yet committed; but it says so, and the agent is
-# stamped git:<commit>-dirty, so that no such package passes for the commit's.
+# folders are neither used nor touched, and it says so. Our own make variables
+# (BUILD=...) must not leak into the package's make. The same commit gives the
+# same .deb bit for bit (docs/image-builder.md, "Reproducible builds"):
+# SOURCE_DATE_EPOCH is the commit's time, and dpkg clamps the files' times to
+# it. So it needs a git checkout with a commit. A tree that differs from its
+# commit (edits, new files) still builds, since the tests install the package
+# of work not yet committed; but it says so, and the agent is stamped
+# git:<commit>-dirty, so that no such package passes for the commit's.
 DEB_EPOCH = $(shell $(GIT) log -1 --format=%ct 2>/dev/null)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
@@ -302,15 +303,15 @@ deb:
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb $(BUILD)/dstack-healthd-front_$(VERSION)_*.deb
 
-# The sidecar's image (README, "The sidecar's image"), built without docker
-# build: the agent as `make` builds it, the libraries it loads, their
-# copyright files and the list of build inputs, packed as an OCI image
+# The sidecar's image (docs/app-developer.md, "The sidecar's image"), built
+# without docker build: the agent as `make` builds it, the libraries it loads,
+# their copyright files and the list of build inputs, packed as an OCI image
 # archive (that Debian 12's `docker load` reads too) whose manifest digest is
 # printed. The same commit and packages give the same bytes in any folder at
-# any time: every time in it is the commit's (SOURCE_DATE_EPOCH). Outside a
-# git checkout, pass SOURCE_DATE_EPOCH and COMMIT (tests/e2e/image.sh does).
-# `make verify-image IMAGE=REF` builds it and compares with REF by digest,
-# naming the first file that differs.
+# any time: every time in it is the commit's (SOURCE_DATE_EPOCH). Outside a git
+# checkout, pass SOURCE_DATE_EPOCH and COMMIT (tests/e2e/image.sh does). `make
+# verify-image IMAGE=REF` builds it and compares with REF by digest, naming the
+# first file that differs.
 IMAGE_ARCHIVE := $(BUILD)/dstack-healthd-$(VERSION).oci.tar
 SOURCE_DATE_EPOCH ?= $(DEB_EPOCH)
 COMMIT ?= $(shell $(GIT) rev-parse --verify -q HEAD 2>/dev/null)

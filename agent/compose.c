@@ -7,8 +7,9 @@
  *   guest accepts them (get_version).
  * - requirements needs manifest_version 3 or later, and inside it only
  *   health_check (a boolean) and health_status_file (an absolute path) are
- *   judged, in their flat form, the only one any dstack guest accepts (README,
- *   "Which requirements forms"); the guest's own fields beside them
+ *   judged, in their flat form, the only one any dstack guest accepts
+ *   (docs/app-developer.md, "Which requirements forms"); the guest's own
+ *   fields beside them
  *   (guest_fields below) are accepted with their types and left to the
  *   guest; anything else is a hard error, as dstack's documentation promises:
  *   that is what keeps a deployment from landing silently on a guest that

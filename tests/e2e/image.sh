@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The sidecar's image (issue 35; README, "The sidecar's image"):
+# The sidecar's image (issue 35; docs/app-developer.md, "The sidecar's image"):
 #   1. `make image` in two copies of the tree, in two folders of different
 #      depth, one after the other: the same manifest digest and the same
 #      archive bit for bit (cmp; on a difference the first differing file

@@ -76,7 +76,7 @@ ok $([ -z "$(find "$OUT" -name 'status.*')" ]; echo $?) "no temporary file is le
 
 # A folder that goes missing, then comes back: refreshes every 0.2 s. This
 # agent has a public listener: its stop leaves the file as it was (its
-# unit's drain is the way out of rotation, README "Draining").
+# unit's drain is the way out of rotation, docs/operator.md "Draining").
 rm -rf "$OUT"
 "$BIN" --listen "unix:$T/public.sock" --control-socket "$CTL" --compose-file "$T/app.json" \
 	--interval 0.2 --verdict-file "$OUT/status" >"$T/agent2.log" 2>&1 &
