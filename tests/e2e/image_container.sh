@@ -38,12 +38,15 @@ like "$CMD" "build-aux/deps.sh image && make image" "...which installs the image
 ok $? "debian:12 here: the bookworm root with the image's packages, imported" ||
 	{ sed 's/^/# /' "$DH_T/import.err"; done_testing; exit 1; }
 
-# The checkout: a clone of this commit with the work tree's changes over it,
-# owned by someone else, as a host user's checkout is inside the container.
+# The checkout: a clone of this commit with the work tree's changes over it
+# (HOST, built here below), and a copy of it owned by someone else, as a host
+# user's checkout is inside the container (SRC): one tree for both builds.
+COMMIT=$(git rev-parse HEAD)
+HOST=$DH_T/host
 SRC=$DH_T/src
-git clone -q "$PWD" "$SRC" && git ls-files -z -c -o --exclude-standard |
-	xargs -0 cp --parents -t "$SRC" 2>/dev/null
-ok $? "a checkout of $(git rev-parse --short HEAD) with the work tree's files"
+git clone -q "$PWD" "$HOST" && git ls-files -z -c -o --exclude-standard |
+	xargs -0 cp --parents -t "$HOST" 2>/dev/null && cp -a "$HOST" "$SRC"
+ok $? "a checkout of ${COMMIT:0:7} with the work tree's files"
 chown -R 4321:4321 "$SRC"
 like "$(cd "$SRC" && git rev-parse HEAD 2>&1)" "dubious ownership" \
 	"git run by root refuses it unless told it is safe (the trap the guide's command falls in)"
@@ -58,14 +61,11 @@ D_CONTAINER=${LAST##*: }
 is "$(stat -c %u:%g "$SRC/build" "$ARCHIVE" 2>&1 | sort -u)" "4321:4321" \
 	"the build folder is given back to the checkout's owner"
 BI=$ARCHIVE.d/rootfs/usr/share/doc/dstack-healthd/build-inputs
-is "$(sed -n 's/^commit //p' "$BI")" "$(git rev-parse HEAD)" "the image names the commit: git read the checkout"
+is "$(sed -n 's/^commit //p' "$BI")" "$COMMIT" "the image names the commit: git read the checkout"
 like "$(sed -n 's/^tree //p' "$BI")" '^(clean|differs from the commit in [0-9]+ file\(s\))$' \
 	"...and says whether the tree was the commit's"
 
 # The same tree built here, by `make image` as this machine runs it.
-HOST=$DH_T/host
-git clone -q "$PWD" "$HOST" && git ls-files -z -c -o --exclude-standard |
-	xargs -0 cp --parents -t "$HOST" 2>/dev/null
 (cd "$HOST" && env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make --no-print-directory image) >"$DH_T/host.log" 2>&1
 ok $? "make image here, on the same tree" || tail -n 10 "$DH_T/host.log" | sed 's/^/# /'
 D_HOST=$(tail -n 1 "$DH_T/host.log" | sed -n 's/.*: \(sha256:[0-9a-f]*\)$/\1/p')
@@ -73,8 +73,9 @@ HBI=$HOST/${LAST%%:*}.d/rootfs/usr/share/doc/dstack-healthd/build-inputs
 if cmp -s "$BI" "$HBI"; then
 	is "$D_CONTAINER" "$D_HOST" "the same inputs (build-inputs alike): the same digest in the container as here"
 else
+	# debootstrap takes the suite's packages, without its point updates.
 	diag "the container's packages are not this machine's; the digests are not compared:"
-	diff "$HBI" "$BI" | grep '^[<>]' | head -n 10 | sed 's/^/#   /'
+	diff "$HBI" "$BI" | grep '^[<>]' | head -n 20 | sed 's/^/#   /'
 	is "$(grep -v '^[a-z0-9.+:-]* [^ ]*$' "$BI" | grep -vE '^(rev|commit|tree|arch) ')" "" \
 		"...build-inputs lists only packages at their versions"
 fi
