@@ -53,7 +53,8 @@ like "$(cd "$SRC" && git rev-parse HEAD 2>&1)" "dubious ownership" \
 
 (cd "$SRC" && timeout 900 bash -c "$CMD") >"$DH_T/build.log" 2>&1
 rc=$?
-is "$rc" 0 "the guide's command, as printed: exit 0" || tail -n 20 "$DH_T/build.log" | sed 's/^/# /'
+is "$rc" 0 "the guide's command, as printed: exit 0" ||
+	{ tail -n 20 "$DH_T/build.log" | sed 's/^/# /'; done_testing; exit 1; }
 LAST=$(tail -n 1 "$DH_T/build.log")
 like "$LAST" '^build/dstack-healthd-[0-9.]+\.oci\.tar: sha256:[0-9a-f]{64}$' "it ends with the archive and its digest: $LAST"
 ARCHIVE=$SRC/${LAST%%:*}
