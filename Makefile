@@ -148,6 +148,13 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
 
+# libnghttp2, test-only: test_hpack checks probe/hpack.c against its
+# inflater and deflater (fuzz/hpack_oracle.h); the agent never links it.
+# Without libnghttp2-dev those points skip.
+NGHTTP2_LIBS = $(shell $(PKG_CONFIG) --silence-errors --libs libnghttp2)
+$(BUILD)/obj/tests/unit/test_hpack.o: CPPFLAGS += $(if $(NGHTTP2_LIBS),-DHAVE_NGHTTP2)
+$(BUILD)/tests/test_hpack: LDLIBS += $(NGHTTP2_LIBS)
+
 $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
@@ -397,10 +404,15 @@ $(FUZZ_BUILD)/libhealthd.a: FORCE
 		CFLAGS="-O1 -g" SAN_FLAGS="-fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
 endif
 
+# The HPACK oracle's second decoder, libnghttp2's inflater (fuzz/hpack_oracle.h):
+# linked into these two targets only.
+$(FUZZ_BUILD)/fuzz_grpc $(FUZZ_BUILD)/fuzz_hpack: FUZZ_LIBS = -lnghttp2
+$(FUZZ_BUILD)/fuzz_grpc $(FUZZ_BUILD)/fuzz_hpack: fuzz/hpack_oracle.h
+
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(JSMN_DEFS) -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
 		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
-		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
+		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS) $(FUZZ_LIBS)
 
 fuzz-build:
 	@build-aux/deps.sh build fuzz

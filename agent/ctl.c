@@ -93,7 +93,7 @@ static const char *paint(const struct out *o, bool good)
  * result and streak; or why its label was refused. */
 static void print_agent_probe(const struct json *j, int p)
 {
-	char target[256], status[32], reason[128], fail[16], pass[16], refused[256];
+	char target[256], status[32], reason[384], fail[16], pass[16], refused[256];
 	if (p < 0 || !json_is_object(j, p))
 		return;
 	str(j, json_get(j, p, "refused"), refused, sizeof(refused));

@@ -35,6 +35,12 @@ pkgs_test="$pkgs_test util-linux nftables"
 # A real gRPC server with the standard health service, for the gRPC probes
 # (tests/e2e/grpc_probes.sh, bench/probes.sh).
 pkgs_test="$pkgs_test python3-grpcio"
+# Encoders and decoders of HPACK and HTTP/2 nobody here wrote, to check the
+# gRPC probes' decoder against (issue 42): Python's hpack and h2 make the
+# blocks tests/unit/test_hpack.c decodes and the peers of grpc_probes.sh;
+# libnghttp2's inflater is test_hpack's second decoder. Tests only: the
+# agent links none of them.
+pkgs_test="$pkgs_test python3-hpack python3-h2 libnghttp2-dev"
 # The sidecar's image pushed as built and pulled by digest (tests/e2e/image.sh):
 # skopeo and a registry on loopback; diffoscope's account of two builds that
 # differ (tests/e2e/reproducible.sh too).
@@ -42,7 +48,9 @@ pkgs_test="$pkgs_test skopeo docker-registry diffoscope-minimal"
 # The example app's proxy: Debian's Caddy in a busybox root
 # (tests/e2e/example.sh; the iptables its bridge needs comes with docker.io).
 pkgs_test="$pkgs_test caddy"
-pkgs_fuzz="clang libclang-rt-14-dev"
+# libnghttp2's inflater: the second decoder of the HPACK oracle
+# (fuzz/hpack_oracle.h, fuzz_hpack and fuzz_grpc).
+pkgs_fuzz="clang libclang-rt-14-dev libnghttp2-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"
 # The arm64 cross build (tests/e2e/cross.sh), as a Yocto build drives the
