@@ -2,14 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [fuzz] [bench] [cross] [coverage]
+#   build-aux/deps.sh build [image] [test] [fuzz] [bench] [cross] [coverage]
+#   build-aux/deps.sh --list PURPOSE...   the packages, one line, no check
 # Only the targets a person runs on a fresh machine call it (make deps, test,
-# bench, run, fuzz); plain `make` and the package build never do.
+# bench, run, fuzz, image-deps); plain `make` and the package build never do.
+# `build-aux/deps.sh image` alone is what `make image` needs on a fresh
+# Debian 12 (a container has no make yet): the build's list and the image's.
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
-# make image packs the sidecar's image with python3 (build-aux/image.py).
-pkgs_build="$pkgs_build python3"
+# make image packs the sidecar's image with python3 (build-aux/image.py) and
+# stamps it with the commit and its time, which git reads from the checkout.
+pkgs_image="python3 git"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
 # promtool, which checks /metrics (tests/e2e/status.sh).
 pkgs_test="$pkgs_test prometheus"
@@ -59,11 +63,14 @@ pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose 
 cross_arch=arm64
 pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils pkgconf:arm64 protobuf-c-compiler libjsmn-dev libmicrohttpd-dev:arm64 libprotobuf-c-dev:arm64 libsystemd-dev:arm64 libmbedtls-dev:arm64"
 
+list=
+[ "${1:-}" = --list ] && { list=1; shift; }
 want=""
 foreign=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
+	image) want="$want $pkgs_build $pkgs_image" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
@@ -72,6 +79,13 @@ for purpose in "$@"; do
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
+
+# The list alone, e.g. for a root made with debootstrap --include
+# (tests/lib/rootfs.sh), so that it cannot drift from what is checked here.
+if [ -n "$list" ]; then
+	echo $want
+	exit 0
+fi
 
 # Packages of another architecture are known to apt only once dpkg has it.
 add_arch=""

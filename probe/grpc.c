@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gRPC health probes over HTTP/2 (RFC 9113): the request, and the reader
- * of its answer. Pure. docs/design.md §4 "Probes" says what is decoded and
- * why.
+ * of its answer. Pure. docs/design/probes.md says what is decoded and why.
  *
  * The reader's functions return GRPC_MORE (read on) or GRPC_DECIDED (the
  * outcome is set, the state is GRPC_DONE), and nothing else. */

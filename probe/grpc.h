@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gRPC health probes (issues 34, 42; docs/design.md §4 "Probes"): one
+/* gRPC health probes (issues 34, 42; docs/design/probes.md): one
  * unary call of grpc.health.v1.Health/Check over HTTP/2, with prior
  * knowledge on cleartext (h2c) or with ALPN h2 over TLS. Pure: the
  * request's bytes, and a reader of the answer that judges the call as a

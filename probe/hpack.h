@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* An HPACK decoder (RFC 7541), for the header blocks a gRPC server sends the
- * agent's probe (issue 42, docs/design.md §4 "Probes"). Pure: a decoder's
+ * agent's probe (issue 42, docs/design/probes.md). Pure: a decoder's
  * state is its dynamic table; blocks go in whole, fields come out in order.
  * The shape is nghttp2's lib/nghttp2_hd.c and Go's x/net/http2/hpack: every
  * integer and string bounded, the dynamic table's size accounted as the RFC

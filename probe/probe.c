@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself (issue 27): labels, answers and results.
- * Pure; docs/design.md §4 "Probes" says why each rule is what it is. */
+ * Pure; docs/design/probes.md says why each rule is what it is. */
 #include "probe/probe.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself for images that cannot run a Docker
- * healthcheck (issue 27, docs/design.md §4 "Probes"): the pure parts. The
+ * healthcheck (issue 27, docs/design/probes.md): the pure parts. The
  * dstack.healthd.* labels into a spec, the answer of one probe into a
  * result, and a run of results into a status, exactly as Docker judges a
  * healthcheck (moby daemon/health.go, handleProbeResult) with Kubernetes'

@@ -479,7 +479,7 @@ static void start_tls(struct prober *p, struct conn *c)
 }
 
 /* Whether checking a signature made with the server's key costs what the
- * probe thread can give (docs/design.md §4 "Probes"): an RSA key over
+ * probe thread can give (docs/design/probes.md): an RSA key over
  * PROBE_RSA_MAX_BITS, or whose public exponent is over
  * PROBE_RSA_MAX_EXPONENT, is refused, with why in *why. An elliptic-curve
  * key costs what the library's own curves cost. */

@@ -12,7 +12,7 @@
  *     connection that has waited longest for its request is closed first.
  * With a relay (rpc/relay.h), a connection whose first request line, once
  * whole, is not for Health is handed to it instead of to the daemon, once
- * its whole first request head has arrived (docs/design.md §3.1); until
+ * its whole first request head has arrived (docs/design/front.md); until
  * then it is the gate's, under the same rules.
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its

@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The tree on the other library generation (docs/design.md §2, §9): the one of
-# Debian 13 and of Yocto wrynose, where dstack's images are built (mbedtls
-# 3.6, libmicrohttpd 1.0, protobuf-c 1.5, GCC 14). In a Debian 13 root made by
+# The tree on the other library generation (docs/design/dependencies.md and
+# testing.md): the one of Debian 13 and of Yocto wrynose, where dstack's
+# images are built (mbedtls 3.6, libmicrohttpd 1.0, protobuf-c 1.5, GCC 14). In a Debian 13 root made by
 # debootstrap (tests/lib/rootfs.sh: the mirror read from apt's sources, the
 # tarball cached per day), in private mount, PID and network namespaces: the
 # tracked tree is built there with WERROR=1, its unit tests and the

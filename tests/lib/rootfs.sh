@@ -18,6 +18,11 @@ trixie-build) # Debian 13's toolchain and libraries (tests/e2e/trixie.sh)
 	# made of busybox-static.
 	ROOTFS_INCLUDE=$ROOTFS_INCLUDE,docker.io,docker-cli,docker-compose,busybox-static
 	;;
+bookworm-image) # `debian:12` with what `build-aux/deps.sh image` installs
+	# (tests/e2e/image_container.sh): the container has no network.
+	ROOTFS_FLAVOR=image
+	ROOTFS_INCLUDE=$(build-aux/deps.sh --list image | tr ' ' ',')
+	;;
 *) echo "tests/lib/rootfs.sh: unknown ROOTFS_PRESET ${ROOTFS_PRESET}" >&2 ;;
 esac
 ROOTFS_CACHE=${ROOTFS_CACHE:-/var/cache/dstack-healthd-tests}
