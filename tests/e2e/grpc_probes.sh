@@ -62,12 +62,11 @@ c = [c for c in d["containers"] if c["name"] == "g-svc%s-1" % sys.argv[1]][0]
 print(c["agent_probe"][sys.argv[2]])' "$2" "$3"
 }
 field_is() { [ "$(probe_field "$1" "$2" "$3")" = "$4" ]; }
-# stop_agents: SIGTERM, as systemd stops the agent, then reaped (the
-# sanitizer build reports only on a clean exit).
+# stop_agents: SIGTERM, as systemd stops the agent, each a point of its
+# own (agent_stop: the sanitizer build reports only on a clean exit).
 stop_agents() {
 	local v
-	for v in ${!AGENT_PID_*}; do kill -TERM "${!v}" 2>/dev/null; done
-	for v in ${!AGENT_PID_*}; do reap 20 "${!v}"; done
+	for v in ${!AGENT_PID_*}; do is_agent "${!v}" && agent_stop "${!v}" "${v#AGENT_PID_}"; done
 }
 
 # --- a real gRPC server: SERVING, then each other answer ---------------------
@@ -242,7 +241,12 @@ c0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat") t0=$(date +%s%N)
 wait_for 30 runs_past
 c1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat") t1=$(date +%s%N)
 pct=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v ns=$((t1 - t0)) 'BEGIN { printf "%d", 100 * c / hz / (ns / 1e9) }')
-ok "$([ "$pct" -lt 50 ]; echo $?)" "the agent under the floods: $pct% of a core"
+if [ "$(build_kind)" = thread ]; then
+	# ThreadSanitizer's instrumentation of every read is the cost here.
+	diag "the agent under the floods: $pct% of a core (not judged under ThreadSanitizer)"
+else
+	ok "$([ "$pct" -lt 50 ]; echo $?)" "the agent under the floods: $pct% of a core"
+fi
 stop_agents
 ok "$( ! grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/agent-*.log; echo $?)" \
 	"no sanitizer report"
