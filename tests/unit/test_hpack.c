@@ -575,6 +575,7 @@ static void test_python(uint8_t **all, size_t *all_len)
 /* ---- libnghttp2: its deflater as a third encoder, its inflater on
  * damaged blocks ---- */
 
+#ifdef HAVE_NGHTTP2
 static uint32_t rnd_state = 12345;
 static uint32_t rnd(void)
 {
@@ -582,7 +583,6 @@ static uint32_t rnd(void)
 	return rnd_state >> 8;
 }
 
-#ifdef HAVE_NGHTTP2
 static void test_nghttp2_deflater(void)
 {
 	nghttp2_hd_deflater *def;
