@@ -216,4 +216,26 @@ is "$(health "$T/k.sock")" '{"healthy":false,"unhealthy":[],"error":"cannot reac
 	"reload count: the third failure, across reloads, is served"
 agent_stop "$k" "reload count"
 
+# agent_stop's own bound (tests/lib/tap.sh): an agent that does not stop
+# (here frozen by SIGSTOP) is killed once the bound has passed, and its
+# point fails, naming it, saying where it was and what its log ended with.
+# In a command substitution, so that its failed point is its output, not
+# this test's.
+out=$(
+	TAP_N=0 TAP_FAILED=0
+	"$BIN" --listen "unix:$T/stuck.sock" --compose-file "$T/ok.json" 2>"$T/stuck.log" &
+	s=$!
+	echo "pid=$s"
+	wait_for 20 test -S "$T/stuck.sock"
+	kill -STOP "$s"
+	AGENT_STOP_LIMIT=2 agent_stop "$s" "frozen"
+	echo "rc=$? status=$AGENT_STATUS ms=$AGENT_STOP_MS"
+)
+stuck=$(printf '%s\n' "$out" | sed -n 's/^pid=//p')
+like "$out" 'not ok 1 - agent frozen: SIGTERM stops it' "agent_stop: an agent that does not stop fails its point, named"
+like "$out" '# agent frozen \(pid [0-9]+\): still running 2 s after SIGTERM: state T .*; killed' \
+	"agent_stop: the diagnostic says it was killed after the bound, and where it was"
+like "$out" 'rc=1 status=137 ms=timeout' "agent_stop: returns 1; the agent ended by SIGKILL"
+ok $([ -n "$stuck" ] && pid_gone "$stuck"; echo $?) "agent_stop: the frozen agent is gone"
+
 done_testing
