@@ -118,7 +118,7 @@ agent_child() {
 # (strace -f), is waited for instead. Sets AGENT_STOP_MS (how long it took)
 # and AGENT_STATUS; returns 0 when the point passed.
 agent_stop() {
-	local pid=${1%% *} name=${2:-} child=${3:-${1%% *}} log last t0 why= f
+	local pid=${1%% *} name=${2:-} child=${3:-${1%% *}} log last t0 why= f stacks=
 	log=$(readlink "/proc/$pid/fd/2" 2>/dev/null)
 	[ -n "$name" ] || { name=${log##*/}; name=${name%.log}; }
 	# A hold the test began with its own first SIGTERM ends with this one.
@@ -135,6 +135,7 @@ agent_stop() {
 	else
 		AGENT_STOP_MS=timeout
 		why="still running $AGENT_STOP_LIMIT s after SIGTERM: $(agent_where "$pid"); killed"
+		stacks=$(agent_stacks "$pid")
 		kill -KILL "$pid" 2>/dev/null
 		wait_for 10 pid_gone "$child"
 		wait "$child" 2>/dev/null # bounded: gone (killed; a tracer ends with it)
@@ -158,6 +159,7 @@ agent_stop() {
 		ok 1 "agent $name: SIGTERM stops it, status 0, \"stopped\" its last line"
 		diag "agent $name (pid $pid): $why"
 		[ ! -f "$log" ] || tail -n 5 "$log" | sed 's/^/#   log: /'
+		[ -z "$stacks" ] || printf '%s\n' "$stacks"
 		return 1
 	fi
 }
@@ -178,13 +180,25 @@ agent_gone() {
 }
 
 # agent_where PID: what a process that does not stop is doing, for the
-# diagnostic: its state and, thread by thread, the kernel's wait channel.
+# diagnostic: its state and, thread by thread, the kernel's wait channel,
+# then its state, user and system clock ticks ([R/1415/364]: a thread
+# that runs, not one that waits).
 agent_where() {
 	local t out=
 	for t in /proc/"$1"/task/*; do
 		out="$out ${t##*/}:$(cat "$t/comm" 2>/dev/null)@$(cat "$t/wchan" 2>/dev/null)"
+		out="$out[$(sed 's/.*) //' "$t/stat" 2>/dev/null | cut -d' ' -f1,12,13 | tr ' ' /)]"
 	done
 	echo "state $(sed -n 's/^State:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null), threads$out"
+}
+
+# agent_stacks PID: each thread's stack, as diagnostic lines, when gdb is
+# there (a developer's machine; root may attach): where the agent's own
+# code went that does not stop.
+agent_stacks() {
+	command -v gdb >/dev/null || return 0
+	timeout 60 gdb -p "$1" -batch -ex "thread apply all bt" 2>/dev/null |
+		grep -E '^(Thread |#[0-9]+ )' | head -n 60 | sed 's/^/#   stack: /'
 }
 
 # agents_stop_all: agent_stop for every live agent among the processes this
