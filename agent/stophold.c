@@ -116,9 +116,9 @@ static int64_t watch_guest(const struct config *cfg, int64_t start, int64_t boun
 	struct errbuf err = { "" };
 	if (!*cfg->stop_guest_agent || stophold_endpoint(cfg->stop_guest_agent, &ep, &err) < 0)
 		return -1;
-	int64_t give_up = start + STOPHOLD_REREAD_MS + STOPHOLD_ASK_MS;
-	if (give_up > start + bound)
-		give_up = start + bound;
+	/* bound is INT64_MAX out of a container: compared, never added to. */
+	int64_t give_up = start + (bound < STOPHOLD_REREAD_MS + STOPHOLD_ASK_MS
+					   ? bound : STOPHOLD_REREAD_MS + STOPHOLD_ASK_MS);
 	bool healthy = true;
 	while (clock_mono_ms() < give_up) {
 		int64_t asked = clock_mono_ms();
