@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The relay's insides (rpc/relay.h), shared by the files that make it up
+ * and by nothing else: a relayed connection (a link) and the relay that
+ * holds them. rpc/relay.c is the relay thread's loop and the gate's calls,
+ * rpc/link.c a link's life (handed over, connected, ended), rpc/pump.c
+ * the bytes it moves, rpc/pipes.c the pool of empty pipes, rpc/evict.c
+ * which link a newcomer may take the slot of. */
+#ifndef HEALTHD_LINK_H
+#define HEALTHD_LINK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rpc/addr.h"
+#include "rpc/keep.h"
+#include "rpc/queue.h"
+#include "rpc/relay.h"
+
+/* A newcomer that finds no slot free and no link idle waits this long at
+ * most, looking again every KEEP_SETTLE_MS, while a link is still
+ * connecting, moving bytes or awaiting its answer: a burst of newcomers
+ * larger than the slots then takes room from its own links once they are
+ * answered, and a guest agent slow under load has time to answer, before
+ * anyone is refused. */
+#define RELAY_QUEUE_WAIT_MS 1000
+
+/* A node of a circular list with a sentinel: a link is in two at once. */
+struct ring {
+	struct ring *prev, *next;
+};
+
+/* Which end of a link an epoll event is about. */
+struct end {
+	struct link *l;
+	int side;
+};
+
+enum link_state {
+	LINK_FREE,
+	LINK_NEW,        /* handed over, its first event not yet seen */
+	LINK_CONNECTING, /* to the guest agent, in the connecting list */
+	LINK_OPEN,
+};
+
+/* TCP urgent data on fd[d]. splice stops at its mark, so the urgent byte
+ * is read by hand (SO_OOBINLINE keeps it in the stream) and sent on as
+ * urgent, after every byte before it. */
+enum urgent {
+	URGENT_NONE,
+	URGENT_SEEN, /* announced (EPOLLPRI); its mark not reached yet */
+	URGENT_HELD, /* read, waiting for room to be sent on */
+};
+
+/* A relayed connection: fd[0] the client, fd[1] the guest agent. Direction
+ * d moves fd[d]'s bytes to fd[!d] through pipe[d], which the link holds only
+ * while bytes are in it (held[d] > 0); an empty pipe goes back to the pool. */
+struct link {
+	struct ring quiet;      /* in the quiet order, least recently moved first */
+	struct ring connecting; /* in the connecting list, oldest first */
+	struct link *next;      /* the free list or the dead list, when free */
+	struct end end[2];
+	int fd[2];
+	int pipe[2][2];
+	size_t held[2];   /* bytes in pipe[d] */
+	bool eof[2];      /* fd[d] has read its end of stream */
+	bool shut[2];     /* ...and fd[!d]'s sending side is shut */
+	bool moved[2];    /* direction d moved a byte during this event */
+	enum urgent urgent[2];
+	unsigned char urgent_byte[2];
+	enum link_state state;
+	int64_t deadline; /* of the connect */
+	int64_t queued_until; /* bytes were found in a socket's send queue: held till then */
+	struct keep keep; /* its history, once connected (rpc/keep.h) */
+};
+
+struct relay {
+	union rpc_addr addr;
+	socklen_t alen;
+	char address[256];
+	pthread_t thread;
+	int ep, stop_fd, kick_fd;
+	unsigned max;
+	int64_t idle_ms;
+	int keepalive_s;
+	struct link *links;
+	/* Empty pipes, made at the start and kept at RELAY_PIPE_POOL when
+	 * nothing is relayed: a link takes one only while it holds bytes. */
+	int pool[RELAY_PIPE_POOL][2];
+	unsigned pooled;
+	struct ring connecting; /* links whose connect is under way, oldest first */
+	struct ring quiet;      /* connected links, least recently moved first */
+	struct link *dead;      /* closed in this turn: freed before the next wait */
+	int64_t now;            /* the time of this turn */
+	int64_t retry_at;       /* the first newcomer waits for a link to settle until
+				 * then; -1: it does not wait */
+	atomic_uint fresh;      /* links handed over (by either thread) whose first
+				 * event has not come */
+	bool down;              /* the last connect failed: an outage is logged */
+	bool full;              /* the last newcomer was refused: logged */
+	/* The gate takes links and queues connections, the relay thread
+	 * gives links back and takes the queued connections. */
+	pthread_mutex_t lock;
+	struct link *free_list;
+	unsigned limit;
+	/* Connections the gate could not give a free slot, and when each
+	 * came; as many places as relay_budget leaves (rpc/queue.h). */
+	struct queue waiting;
+	atomic_uint used; /* slots taken, new ones included */
+	atomic_uint_fast64_t total, refused_full, refused_queue, refused_share, refused_resources, unreachable,
+		evicted, idle_closed, head_timeout, head_evicted, head_too_large, reset,
+		reset_resources, dead_peer, abandoned;
+	/* What kept every slot at the last refused_full (struct relay_stats). */
+	atomic_uint kept[4];
+};
+
+
+/* Taking a node out of a list it is not in changes nothing. */
+static inline void ring_del(struct ring *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->prev = n->next = n;
+}
+
+static inline void ring_add_tail(struct ring *head, struct ring *n)
+{
+	n->prev = head->prev;
+	n->next = head;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+/* The link at the head of a list, or NULL when it is empty. */
+#define RING_FIRST(head, member) \
+	((head)->next == (head) ? NULL \
+			       : (struct link *)((char *)(head)->next - offsetof(struct link, member)))
+
+#define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
+
+/* What a newcomer with no free slot can take: the youngest link idle
+ * between exchanges (rpc/keep.h); when to look again for one (none idle,
+ * or the youngest in the reserve of the oldest while younger links are in
+ * flight); and what keeps the others, for the counters.
+ * O(slots), twice at most (the second to count a victim's elders, when it
+ * may be in the reserve), once an eviction (and once more for each
+ * would-be victim found with bytes in a send queue, held then for
+ * KEEP_SETTLE_MS) and at most once a KEEP_SETTLE_MS while newcomers wait. */
+struct pick {
+	struct link *victim; /* the youngest idle link */
+	int64_t look_at;     /* with none idle, when one may be: the first to settle,
+			      * or KEEP_SETTLE_MS from now while one is connecting,
+			      * moving or awaiting; with the victim in the reserve
+			      * (spare_reserve), when a younger one may; -1: none may */
+	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
+};
+
+/* rpc/pipes.c */
+int pipe_take(struct relay *r, int p[2]);
+void pipe_give(struct relay *r, int p[2], bool empty);
+
+/* rpc/pump.c */
+int pump(struct relay *r, struct link *l, int d, bool fin);
+
+/* rpc/link.c */
+void link_end(struct relay *r, struct link *l, bool reset);
+void link_close(struct relay *r, struct link *l, bool reset);
+void note_full(struct relay *r, bool full, const unsigned kept[4]);
+void link_unreachable(struct relay *r, struct link *l, int e);
+void link_run(struct relay *r, struct link *l, int s, uint32_t ev);
+void link_connected(struct relay *r, struct link *l, uint32_t ev);
+void link_open(struct relay *r, struct link *l, uint32_t ev);
+int link_init(struct relay *r, struct link *l, int fd);
+
+/* rpc/evict.c */
+void pick(struct relay *r, struct pick *p);
+struct link *evict(struct relay *r, struct link *l);
+int64_t wait_until(const struct relay *r, const struct pick *k, int64_t since);
+
+/* rpc/relay.c */
+void slots_give(struct relay *r, struct link *first, struct link *last, unsigned n);
+
+#endif
