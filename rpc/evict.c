@@ -8,10 +8,10 @@
 
 /* Bytes of the link wait to be sent on: in its pipes, or, found there by
  * link_queued within KEEP_SETTLE_MS, in a socket's send queue. */
-static bool link_held(const struct relay *r, const struct link *l)
+static bool link_has_unsent(const struct relay *r, const struct link *l)
 {
-	return l->held[0] || l->held[1] || l->urgent[0] == URGENT_HELD ||
-	       l->urgent[1] == URGENT_HELD || r->now < l->queued_until;
+	return l->in_pipe[0] || l->in_pipe[1] || l->urgent[0] == URGENT_READ ||
+	       l->urgent[1] == URGENT_READ || r->now < l->queued_until;
 }
 
 /* Bytes wait in a socket's send queue that the other side has not taken:
@@ -32,14 +32,14 @@ static bool link_queued(struct relay *r, struct link *l)
 	return false;
 }
 
-/* When a link, held (link_held) and kept by k, may have become idle, worth
+/* When a link, unsent (link_has_unsent) and kept by rule, may have become idle, worth
  * a waiting newcomer's look again: when it settles, or KEEP_SETTLE_MS from
  * now while it moves bytes or awaits an answer; -1 when it is idle already,
  * or a stream (kept for a minute). */
-static int64_t link_look_at(const struct relay *r, const struct link *l, bool held,
+static int64_t link_look_at(const struct relay *r, const struct link *l, bool unsent,
 			    enum keep_rule k)
 {
-	int64_t at = keep_settles_at(&l->keep, held, r->now);
+	int64_t at = keep_settles_at(&l->keep, unsent, r->now);
 	if (at < 0 && (k == KEEP_MOVING || k == KEEP_AWAITING))
 		at = r->now + KEEP_SETTLE_MS;
 	return at;
@@ -69,8 +69,8 @@ static void spare_reserve(const struct relay *r, struct pick *p)
 				return;
 			continue;
 		}
-		bool held = link_held(r, l);
-		at = earlier(at, link_look_at(r, l, held, keep_rule(&l->keep, held, r->now)));
+		bool unsent = link_has_unsent(r, l);
+		at = earlier(at, link_look_at(r, l, unsent, keep_rule(&l->keep, unsent, r->now)));
 	}
 	if (keep_reserved(older, r->limit))
 		p->look_at = at;
@@ -89,15 +89,15 @@ static void scan(struct relay *r, struct pick *p)
 		p->look_at = r->now + KEEP_SETTLE_MS;
 	for (n = r->quiet.next; n != &r->quiet; n = n->next) {
 		struct link *l = QUIET_LINK(n);
-		bool held = link_held(r, l);
-		enum keep_rule k = keep_rule(&l->keep, held, r->now);
+		bool unsent = link_has_unsent(r, l);
+		enum keep_rule k = keep_rule(&l->keep, unsent, r->now);
 		if (k == KEEP_NONE) {
 			if (!p->victim || l->keep.start > p->victim->keep.start)
 				p->victim = l;
 			continue;
 		}
 		p->kept[k]++;
-		p->look_at = earlier(p->look_at, link_look_at(r, l, held, k));
+		p->look_at = earlier(p->look_at, link_look_at(r, l, unsent, k));
 	}
 	if (p->victim)
 		spare_reserve(r, p);
@@ -116,7 +116,7 @@ void pick(struct relay *r, struct pick *p)
 struct link *evict(struct relay *r, struct link *l)
 {
 	atomic_fetch_add(&r->evicted, 1);
-	link_end(r, l, true);
+	link_close_sockets(r, l, true);
 	return l;
 }
 

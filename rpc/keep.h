@@ -59,14 +59,14 @@ struct keep {
 	bool stream;       /* the guest agent spoke again after a pause, unasked */
 };
 
-void keep_start(struct keep *k, int64_t now);
+void keep_start(struct keep *hist, int64_t now);
 /* Bytes moved: up from the client, or down from the guest agent. */
-void keep_moved(struct keep *k, bool up, int64_t now);
-/* held: bytes wait in the link's pipes or a socket's send queue. */
-enum keep_rule keep_rule(const struct keep *k, bool held, int64_t now);
+void keep_moved(struct keep *hist, bool up, int64_t now);
+/* unsent: bytes wait in the link's pipes or a socket's send queue. */
+enum keep_rule keep_rule(const struct keep *hist, bool unsent, int64_t now);
 /* When a link kept only by KEEP_SETTLE_MS becomes evictable, if nothing
  * moves meanwhile; -1 when it is kept by anything else, or not kept. */
-int64_t keep_settles_at(const struct keep *k, bool held, int64_t now);
+int64_t keep_settles_at(const struct keep *hist, bool unsent, int64_t now);
 const char *keep_rule_name(enum keep_rule r);
 /* An idle link with older links connected before it, of slots, is in the
  * reserve of the oldest: max(slots / 32, min(4, slots / 4)) links. */

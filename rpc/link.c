@@ -14,7 +14,7 @@
 
 /* Bytes moved: the link's history notes which way, and it goes to the end
  * of the quiet order, in O(1). */
-static void touch(struct relay *r, struct link *l)
+static void link_note_moved(struct relay *r, struct link *l)
 {
 	for (int d = 0; d < 2; d++)
 		if (l->moved[d])
@@ -29,7 +29,7 @@ static void touch(struct relay *r, struct link *l)
  * zero) rather than a FIN, so that a peer never takes an end the other
  * side did not make for a clean one (an answer delimited by the close, cut
  * short, would look whole). */
-void link_end(struct relay *r, struct link *l, bool reset)
+void link_close_sockets(struct relay *r, struct link *l, bool reset)
 {
 	static const struct linger now = { .l_onoff = 1, .l_linger = 0 };
 	ring_del(&l->connecting);
@@ -47,7 +47,7 @@ void link_end(struct relay *r, struct link *l, bool reset)
 			close(l->fd[d]);
 		}
 		l->fd[d] = -1;
-		pipe_give(r, l->pipe[d], l->held[d] == 0);
+		pipes_give(r, l->pipe[d], l->in_pipe[d] == 0);
 	}
 	l->state = LINK_FREE;
 }
@@ -57,14 +57,14 @@ void link_end(struct relay *r, struct link *l, bool reset)
  * find it taken again. */
 void link_close(struct relay *r, struct link *l, bool reset)
 {
-	link_end(r, l, reset);
+	link_close_sockets(r, l, reset);
 	l->next = r->dead;
 	r->dead = l;
 }
 
 /* Log transitions, not connections: one warning per outage, one info line
  * when it ends. */
-static void note_reach(struct relay *r, int e)
+static void relay_log_reach(struct relay *r, int e)
 {
 	if (e && !r->down)
 		log_msg(LOG_WARNING, "relay: the guest agent at %s cannot be reached: %s; "
@@ -76,7 +76,7 @@ static void note_reach(struct relay *r, int e)
 }
 
 /* kept: what kept each slot, by enum keep_rule (KEEP_NONE: connecting). */
-void note_full(struct relay *r, bool full, const unsigned kept[4])
+void relay_log_full(struct relay *r, bool full, const unsigned kept[4])
 {
 	if (full && !r->full)
 		log_msg(LOG_WARNING, "relay: no slot can be taken (%u moving bytes, %u awaiting an "
@@ -90,7 +90,7 @@ void note_full(struct relay *r, bool full, const unsigned kept[4])
 
 void link_unreachable(struct relay *r, struct link *l, int e)
 {
-	note_reach(r, e);
+	relay_log_reach(r, e);
 	atomic_fetch_add(&r->unreachable, 1);
 	refuse(l->fd[0], REFUSE_UNREACHABLE);
 	l->fd[0] = -1;
@@ -130,20 +130,20 @@ static int sock_error(int fd)
  * on it moves in. A socket that failed (a reset, a keepalive timeout)
  * ends the link once what could still move has moved, and the other side
  * is reset. */
-void link_run(struct relay *r, struct link *l, int s, uint32_t ev)
+void link_on_event(struct relay *r, struct link *l, int s, uint32_t ev)
 {
 	int e = 0;
 	if ((ev & EPOLLPRI) && l->urgent[s] == URGENT_NONE)
 		l->urgent[s] = URGENT_SEEN;
 	if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		e = pump(r, l, s, ev & (EPOLLRDHUP | EPOLLHUP));
-	if (!e && (l->held[!s] || l->urgent[!s] == URGENT_HELD) &&
+	if (!e && (l->in_pipe[!s] || l->urgent[!s] == URGENT_READ) &&
 	    (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
 		e = pump(r, l, !s, false);
 	if (!e && (ev & EPOLLERR))
 		e = sock_error(l->fd[s]);
 	if (l->moved[0] || l->moved[1])
-		touch(r, l);
+		link_note_moved(r, l);
 	if (e)
 		link_failed(r, l, e);
 	else if (l->shut[0] && l->shut[1])
@@ -152,7 +152,7 @@ void link_run(struct relay *r, struct link *l, int s, uint32_t ev)
 
 /* Urgent data stays in the stream (SO_OOBINLINE), where pump reads it at
  * its mark. */
-static int watch(struct relay *r, struct link *l, int side)
+static int link_watch(struct relay *r, struct link *l, int side)
 {
 	static const int one = 1;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP | EPOLLET,
@@ -165,29 +165,29 @@ static int watch(struct relay *r, struct link *l, int side)
  * eviction find it. A connect still under way has its own deadline, and
  * is never evicted: a burst of newcomers is answered 503 rather than
  * resetting the connections ahead of it before they could be answered. */
-static void link_opened(struct relay *r, struct link *l)
+static void link_mark_connected(struct relay *r, struct link *l)
 {
 	l->state = LINK_OPEN;
 	keep_start(&l->keep, r->now);
 	ring_add_tail(&r->quiet, &l->quiet);
-	note_reach(r, 0);
+	relay_log_reach(r, 0);
 }
 
 /* The guest agent's socket was watched only once its connect was under
  * way: an event on it means the connect has ended. EPOLLOUT without an
  * error is a connection (a connecting socket never reports it). */
-void link_connected(struct relay *r, struct link *l, uint32_t ev)
+void link_finish_connect(struct relay *r, struct link *l, uint32_t ev)
 {
 	if ((ev & (EPOLLERR | EPOLLHUP)) || !(ev & EPOLLOUT)) {
 		link_unreachable(r, l, -sock_error(l->fd[1]));
 		return;
 	}
 	ring_del(&l->connecting);
-	link_opened(r, l);
+	link_mark_connected(r, l);
 	/* The request has waited; an answer may have come with the connect. */
-	link_run(r, l, 0, EPOLLIN);
+	link_on_event(r, l, 0, EPOLLIN);
 	if (l->state == LINK_OPEN && (ev & (EPOLLIN | EPOLLRDHUP)))
-		link_run(r, l, 1, ev);
+		link_on_event(r, l, 1, ev);
 }
 
 int relay_keepalive(const struct relay *r, int fd)
@@ -217,11 +217,11 @@ static void link_no_resources(struct relay *r, struct link *l)
  * came after its head was routed costs the guest agent nothing: no connect
  * is begun for a client that cannot take the answer. A half-close is a
  * request body ended by the client's FIN, and is relayed. */
-void link_open(struct relay *r, struct link *l, uint32_t ev)
+void link_begin_connect(struct relay *r, struct link *l, uint32_t ev)
 {
 	static const unsigned none[4];
 	atomic_fetch_sub(&r->fresh, 1);
-	note_full(r, false, none);
+	relay_log_full(r, false, none);
 	if (ev & (EPOLLERR | EPOLLHUP)) {
 		atomic_fetch_add(&r->abandoned, 1);
 		link_close(r, l, false);
@@ -250,13 +250,13 @@ void link_open(struct relay *r, struct link *l, uint32_t ev)
 	}
 	/* Watched after the connect began: before it, an unconnected socket
 	 * reports a hang-up. */
-	if (watch(r, l, 1) < 0) {
+	if (link_watch(r, l, 1) < 0) {
 		link_no_resources(r, l);
 		return;
 	}
 	if (c == 0) {
-		link_opened(r, l);
-		link_run(r, l, 0, EPOLLIN);
+		link_mark_connected(r, l);
+		link_on_event(r, l, 0, EPOLLIN);
 		return;
 	}
 	l->state = LINK_CONNECTING;
@@ -267,7 +267,7 @@ void link_open(struct relay *r, struct link *l, uint32_t ev)
 /* Ready before the relay thread can see it: adding the fd to its epoll
  * set is the handover (the head waits unread, so the first event comes at
  * once). -errno, the slot then still taken. */
-int link_init(struct relay *r, struct link *l, int fd)
+int link_hand_over(struct relay *r, struct link *l, int fd)
 {
 	l->quiet.prev = l->quiet.next = &l->quiet;
 	l->connecting.prev = l->connecting.next = &l->connecting;
@@ -277,14 +277,14 @@ int link_init(struct relay *r, struct link *l, int fd)
 	l->fd[1] = -1;
 	for (int d = 0; d < 2; d++) {
 		l->pipe[d][0] = l->pipe[d][1] = -1;
-		l->held[d] = 0;
+		l->in_pipe[d] = 0;
 		l->eof[d] = l->shut[d] = false;
 	}
 	l->moved[0] = l->moved[1] = false;
 	l->urgent[0] = l->urgent[1] = URGENT_NONE;
 	l->queued_until = 0;
 	l->state = LINK_NEW;
-	if (watch(r, l, 0) == 0) {
+	if (link_watch(r, l, 0) == 0) {
 		atomic_fetch_add(&r->fresh, 1);
 		return 0;
 	}

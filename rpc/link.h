@@ -51,12 +51,12 @@ enum link_state {
 enum urgent {
 	URGENT_NONE,
 	URGENT_SEEN, /* announced (EPOLLPRI); its mark not reached yet */
-	URGENT_HELD, /* read, waiting for room to be sent on */
+	URGENT_READ, /* read, waiting for room to be sent on */
 };
 
 /* A relayed connection: fd[0] the client, fd[1] the guest agent. Direction
  * d moves fd[d]'s bytes to fd[!d] through pipe[d], which the link holds only
- * while bytes are in it (held[d] > 0); an empty pipe goes back to the pool. */
+ * while bytes are in it (in_pipe[d] > 0); an empty pipe goes back to the pool. */
 struct link {
 	struct ring quiet;      /* in the quiet order, least recently moved first */
 	struct ring connecting; /* in the connecting list, oldest first */
@@ -64,7 +64,7 @@ struct link {
 	struct end end[2];
 	int fd[2];
 	int pipe[2][2];
-	size_t held[2];   /* bytes in pipe[d] */
+	size_t in_pipe[2];   /* bytes in pipe[d] */
 	bool eof[2];      /* fd[d] has read its end of stream */
 	bool shut[2];     /* ...and fd[!d]'s sending side is shut */
 	bool moved[2];    /* direction d moved a byte during this event */
@@ -72,7 +72,7 @@ struct link {
 	unsigned char urgent_byte[2];
 	enum link_state state;
 	int64_t deadline; /* of the connect */
-	int64_t queued_until; /* bytes were found in a socket's send queue: held till then */
+	int64_t queued_until; /* bytes were found in a socket's send queue: unsent till then */
 	struct keep keep; /* its history, once connected (rpc/keep.h) */
 };
 
@@ -158,21 +158,21 @@ struct pick {
 };
 
 /* rpc/pipes.c */
-int pipe_take(struct relay *r, int p[2]);
-void pipe_give(struct relay *r, int p[2], bool empty);
+int pipes_take(struct relay *r, int p[2]);
+void pipes_give(struct relay *r, int p[2], bool empty);
 
 /* rpc/pump.c */
 int pump(struct relay *r, struct link *l, int d, bool fin);
 
 /* rpc/link.c */
-void link_end(struct relay *r, struct link *l, bool reset);
+void link_close_sockets(struct relay *r, struct link *l, bool reset);
 void link_close(struct relay *r, struct link *l, bool reset);
-void note_full(struct relay *r, bool full, const unsigned kept[4]);
+void relay_log_full(struct relay *r, bool full, const unsigned kept[4]);
 void link_unreachable(struct relay *r, struct link *l, int e);
-void link_run(struct relay *r, struct link *l, int s, uint32_t ev);
-void link_connected(struct relay *r, struct link *l, uint32_t ev);
-void link_open(struct relay *r, struct link *l, uint32_t ev);
-int link_init(struct relay *r, struct link *l, int fd);
+void link_on_event(struct relay *r, struct link *l, int s, uint32_t ev);
+void link_finish_connect(struct relay *r, struct link *l, uint32_t ev);
+void link_begin_connect(struct relay *r, struct link *l, uint32_t ev);
+int link_hand_over(struct relay *r, struct link *l, int fd);
 
 /* rpc/evict.c */
 void pick(struct relay *r, struct pick *p);
@@ -180,6 +180,6 @@ struct link *evict(struct relay *r, struct link *l);
 int64_t wait_until(const struct relay *r, const struct pick *k, int64_t since);
 
 /* rpc/relay.c */
-void slots_give(struct relay *r, struct link *first, struct link *last, unsigned n);
+void relay_give_slots(struct relay *r, struct link *first, struct link *last, unsigned n);
 
 #endif

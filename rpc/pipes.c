@@ -6,7 +6,7 @@
 #include "rpc/link.h"
 
 /* An empty pipe: the pool's, else a new one. */
-int pipe_take(struct relay *r, int p[2])
+int pipes_take(struct relay *r, int p[2])
 {
 	if (r->pooled) {
 		r->pooled--;
@@ -20,7 +20,7 @@ int pipe_take(struct relay *r, int p[2])
 /* A pipe given back: to the pool when it is empty and the pool has room.
  * One closed with bytes in it is replaced, so that the pool is whole again
  * once nothing is relayed (the fd count then is what it was at the start). */
-void pipe_give(struct relay *r, int p[2], bool empty)
+void pipes_give(struct relay *r, int p[2], bool empty)
 {
 	if (p[0] < 0)
 		return;

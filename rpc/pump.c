@@ -19,7 +19,7 @@ static bool at_urgent_mark(struct link *l, int d)
 		return false;
 	if (recv(l->fd[d], &l->urgent_byte[d], 1, MSG_DONTWAIT) != 1)
 		return false;
-	l->urgent[d] = URGENT_HELD;
+	l->urgent[d] = URGENT_READ;
 	l->moved[d] = true;
 	return true;
 }
@@ -42,19 +42,19 @@ int pump(struct relay *r, struct link *l, int d, bool fin)
 	bool full = false;
 	for (;;) {
 		ssize_t n;
-		if (l->held[d] && (!fin || full || l->eof[d])) {
-			n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->held[d],
+		if (l->in_pipe[d] && (!fin || full || l->eof[d])) {
+			n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->in_pipe[d],
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK | (l->eof[d] ? SPLICE_F_MORE : 0));
 			if (n < 0) {
 				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
 				break;
 			}
-			l->held[d] -= (size_t)n;
+			l->in_pipe[d] -= (size_t)n;
 			l->moved[d] = true;
 			full = false;
 			continue;
 		}
-		if (!l->held[d] && l->urgent[d] == URGENT_HELD) {
+		if (!l->in_pipe[d] && l->urgent[d] == URGENT_READ) {
 			/* Every byte before it has gone: the urgent byte now. */
 			if (send(l->fd[!d], &l->urgent_byte[d], 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
@@ -75,35 +75,35 @@ int pump(struct relay *r, struct link *l, int d, bool fin)
 			l->shut[d] = true;
 			break;
 		}
-		if (l->pipe[d][0] < 0 && (e = pipe_take(r, l->pipe[d])) < 0)
+		if (l->pipe[d][0] < 0 && (e = pipes_take(r, l->pipe[d])) < 0)
 			break;
 		n = splice(l->fd[d], NULL, l->pipe[d][1], NULL, SPLICE_CHUNK,
 			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n == 0) {
 			l->eof[d] = true;
-		} else if (n < 0 && errno == EAGAIN && !l->held[d] && at_urgent_mark(l, d)) {
+		} else if (n < 0 && errno == EAGAIN && !l->in_pipe[d] && at_urgent_mark(l, d)) {
 			continue;
-		} else if (n < 0 && errno == EAGAIN && fin && l->held[d]) {
+		} else if (n < 0 && errno == EAGAIN && fin && l->in_pipe[d]) {
 			full = true;
-		} else if (n < 0 && errno != EAGAIN && errno != EINTR && l->held[d]) {
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR && l->in_pipe[d]) {
 			/* A reset after bytes read ahead (only a read with the
 			 * end in sight holds bytes): they are written to the
 			 * other side, which sends at once what its window takes;
 			 * the reset that follows discards the rest. */
 			e = -errno;
-			while (l->held[d] && (n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->held[d],
+			while (l->in_pipe[d] && (n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->in_pipe[d],
 							 SPLICE_F_MOVE | SPLICE_F_NONBLOCK)) > 0)
-				l->held[d] -= (size_t)n;
+				l->in_pipe[d] -= (size_t)n;
 			break;
 		} else if (n < 0) {
 			e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
 			break;
 		} else {
-			l->held[d] += (size_t)n;
+			l->in_pipe[d] += (size_t)n;
 			l->moved[d] = true;
 		}
 	}
-	if (!l->held[d])
-		pipe_give(r, l->pipe[d], true);
+	if (!l->in_pipe[d])
+		pipes_give(r, l->pipe[d], true);
 	return e;
 }

@@ -35,7 +35,7 @@
 _Static_assert(RELAY_PENDING <= QUEUE_MAX, "the queue holds RELAY_PENDING places");
 
 /* Slots first..last (n of them, linked by next) back to the gate. */
-void slots_give(struct relay *r, struct link *first, struct link *last, unsigned n)
+void relay_give_slots(struct relay *r, struct link *first, struct link *last, unsigned n)
 {
 	pthread_mutex_lock(&r->lock);
 	last->next = r->free_list;
@@ -44,7 +44,7 @@ void slots_give(struct relay *r, struct link *first, struct link *last, unsigned
 	pthread_mutex_unlock(&r->lock);
 }
 
-static void free_dead(struct relay *r)
+static void relay_free_closed(struct relay *r)
 {
 	unsigned n = 0;
 	struct link *last = NULL;
@@ -53,12 +53,12 @@ static void free_dead(struct relay *r)
 		n++;
 	}
 	if (n)
-		slots_give(r, r->dead, last, n);
+		relay_give_slots(r, r->dead, last, n);
 	r->dead = NULL;
 }
 
 /* A free slot, if the limit allows one; with r->lock held. */
-static struct link *slot_take_locked(struct relay *r)
+static struct link *relay_take_slot_locked(struct relay *r)
 {
 	struct link *l = atomic_load(&r->used) < r->limit ? r->free_list : NULL;
 	if (l) {
@@ -77,7 +77,7 @@ static void pending_drop(struct relay *r)
 
 static void refuse_full(struct relay *r, int fd, const unsigned kept[4])
 {
-	note_full(r, true, kept);
+	relay_log_full(r, true, kept);
 	for (int k = 0; k < 4; k++)
 		atomic_store(&r->kept[k], kept[k]);
 	atomic_fetch_add(&r->refused_full, 1);
@@ -121,7 +121,7 @@ static void take_pending(struct relay *r)
 		struct queue_waiter p;
 		pthread_mutex_lock(&r->lock);
 		bool any = queue_first(&r->waiting, &p);
-		struct link *l = any ? slot_take_locked(r) : NULL;
+		struct link *l = any ? relay_take_slot_locked(r) : NULL;
 		pthread_mutex_unlock(&r->lock);
 		if (!any) {
 			r->retry_at = -1;
@@ -144,8 +144,8 @@ static void take_pending(struct relay *r)
 		}
 		pending_drop(r);
 		r->retry_at = -1;
-		if (link_init(r, l, p.fd) < 0) {
-			slots_give(r, l, l, 1);
+		if (link_hand_over(r, l, p.fd) < 0) {
+			relay_give_slots(r, l, l, 1);
 			atomic_fetch_add(&r->refused_resources, 1);
 			refuse(p.fd, REFUSE_FULL);
 		}
@@ -164,7 +164,7 @@ static void *relay_run(void *arg)
 		/* Every slot closed outside a batch (by the sweep) is free
 		 * before the wait, and the newcomers waiting take what they
 		 * can: none waits for some other event. */
-		free_dead(r);
+		relay_free_closed(r);
 		take_pending(r);
 		if (r->retry_at >= 0 && (wait < 0 || r->retry_at - r->now < wait))
 			wait = (int)(r->retry_at - r->now);
@@ -190,21 +190,21 @@ static void *relay_run(void *arg)
 				continue;
 			switch (l->state) {
 			case LINK_NEW:
-				link_open(r, l, ev[i].events);
+				link_begin_connect(r, l, ev[i].events);
 				break;
 			case LINK_CONNECTING:
 				/* The client's bytes wait for the connect. */
 				if (e->side == 1)
-					link_connected(r, l, ev[i].events);
+					link_finish_connect(r, l, ev[i].events);
 				break;
 			case LINK_OPEN:
-				link_run(r, l, e->side, ev[i].events);
+				link_on_event(r, l, e->side, ev[i].events);
 				break;
 			case LINK_FREE:
 				break;
 			}
 		}
-		free_dead(r);
+		relay_free_closed(r);
 	}
 }
 
@@ -227,7 +227,7 @@ static void relay_free(struct relay *r)
 	if (r->links)
 		for (unsigned i = 0; i < r->max; i++)
 			if (r->links[i].state != LINK_FREE)
-				link_end(r, &r->links[i], true);
+				link_close_sockets(r, &r->links[i], true);
 	struct queue_waiter w;
 	for (; queue_first(&r->waiting, &w); queue_drop_first(&r->waiting))
 		close(w.fd);
@@ -351,7 +351,7 @@ int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t ale
 	pthread_mutex_lock(&r->lock);
 	/* A slot freed while others wait is theirs. */
 	bool waited = r->waiting.n > 0;
-	struct link *l = waited ? NULL : slot_take_locked(r);
+	struct link *l = waited ? NULL : relay_take_slot_locked(r);
 	if (!l)
 		added = queue_add(&r->waiting, &source, &w, &pushed);
 	pthread_mutex_unlock(&r->lock);
@@ -367,10 +367,10 @@ int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t ale
 			return -errno; /* cannot happen to an eventfd below its maximum */
 		return 0;
 	}
-	if (l && link_init(r, l, fd) == 0)
+	if (l && link_hand_over(r, l, fd) == 0)
 		return 0;
 	if (l)
-		slots_give(r, l, l, 1);
+		relay_give_slots(r, l, l, 1);
 	/* Every slot taken and the queue full of newcomers already waiting
 	 * for the relay thread to make room, as many from this source as
 	 * from any; or no slot at all. */
