@@ -10,8 +10,7 @@
  * link_queued within KEEP_SETTLE_MS, in a socket's send queue. */
 static bool link_has_unsent(const struct relay *r, const struct link *l)
 {
-	return l->in_pipe[0] || l->in_pipe[1] || l->urgent[0] == URGENT_READ ||
-	       l->urgent[1] == URGENT_READ || r->now < l->queued_until;
+	return pump_unsent(&l->flow[0]) || pump_unsent(&l->flow[1]) || r->now < l->queued_until;
 }
 
 /* Bytes wait in a socket's send queue that the other side has not taken:

@@ -17,9 +17,9 @@
 static void link_note_moved(struct relay *r, struct link *l)
 {
 	for (int d = 0; d < 2; d++)
-		if (l->moved[d])
+		if (l->flow[d].moved)
 			keep_moved(&l->keep, d == 0, r->now);
-	l->moved[0] = l->moved[1] = false;
+	l->flow[0].moved = l->flow[1].moved = false;
 	ring_del(&l->quiet);
 	ring_add_tail(&r->quiet, &l->quiet);
 }
@@ -47,7 +47,7 @@ void link_close_sockets(struct relay *r, struct link *l, bool reset)
 			close(l->fd[d]);
 		}
 		l->fd[d] = -1;
-		pipes_give(r, l->pipe[d], l->in_pipe[d] == 0);
+		pipes_give(&r->pipes, l->flow[d].pipe, l->flow[d].in_pipe == 0);
 	}
 	l->state = LINK_FREE;
 }
@@ -133,25 +133,24 @@ static int sock_error(int fd)
 void link_on_event(struct relay *r, struct link *l, int s, uint32_t ev)
 {
 	int e = 0;
-	if ((ev & EPOLLPRI) && l->urgent[s] == URGENT_NONE)
-		l->urgent[s] = URGENT_SEEN;
+	if ((ev & EPOLLPRI) && l->flow[s].urgent == URGENT_NONE)
+		l->flow[s].urgent = URGENT_SEEN;
 	if (ev & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-		e = pump(r, l, s, ev & (EPOLLRDHUP | EPOLLHUP));
-	if (!e && (l->in_pipe[!s] || l->urgent[!s] == URGENT_READ) &&
-	    (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
-		e = pump(r, l, !s, false);
+		e = pump_move(l->fd, l->flow, s, ev & (EPOLLRDHUP | EPOLLHUP), &r->pipes);
+	if (!e && pump_unsent(&l->flow[!s]) && (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
+		e = pump_move(l->fd, l->flow, !s, false, &r->pipes);
 	if (!e && (ev & EPOLLERR))
 		e = sock_error(l->fd[s]);
-	if (l->moved[0] || l->moved[1])
+	if (l->flow[0].moved || l->flow[1].moved)
 		link_note_moved(r, l);
 	if (e)
 		link_failed(r, l, e);
-	else if (l->shut[0] && l->shut[1])
+	else if (l->flow[0].phase == FLOW_ENDED && l->flow[1].phase == FLOW_ENDED)
 		link_close(r, l, false);
 }
 
-/* Urgent data stays in the stream (SO_OOBINLINE), where pump reads it at
- * its mark. */
+/* Urgent data stays in the stream (SO_OOBINLINE), where pump_move reads
+ * it at its mark. */
 static int link_watch(struct relay *r, struct link *l, int side)
 {
 	static const int one = 1;
@@ -275,13 +274,8 @@ int link_hand_over(struct relay *r, struct link *l, int fd)
 	l->end[1] = (struct end){ l, 1 };
 	l->fd[0] = fd;
 	l->fd[1] = -1;
-	for (int d = 0; d < 2; d++) {
-		l->pipe[d][0] = l->pipe[d][1] = -1;
-		l->in_pipe[d] = 0;
-		l->eof[d] = l->shut[d] = false;
-	}
-	l->moved[0] = l->moved[1] = false;
-	l->urgent[0] = l->urgent[1] = URGENT_NONE;
+	pump_flow_init(&l->flow[0]);
+	pump_flow_init(&l->flow[1]);
 	l->queued_until = 0;
 	l->state = LINK_NEW;
 	if (link_watch(r, l, 0) == 0) {

@@ -16,6 +16,8 @@
 
 #include "rpc/addr.h"
 #include "rpc/keep.h"
+#include "rpc/pipes.h"
+#include "rpc/pump.h"
 #include "rpc/queue.h"
 #include "rpc/relay.h"
 
@@ -45,31 +47,15 @@ enum link_state {
 	LINK_OPEN,
 };
 
-/* TCP urgent data on fd[d]. splice stops at its mark, so the urgent byte
- * is read by hand (SO_OOBINLINE keeps it in the stream) and sent on as
- * urgent, after every byte before it. */
-enum urgent {
-	URGENT_NONE,
-	URGENT_SEEN, /* announced (EPOLLPRI); its mark not reached yet */
-	URGENT_READ, /* read, waiting for room to be sent on */
-};
-
 /* A relayed connection: fd[0] the client, fd[1] the guest agent. Direction
- * d moves fd[d]'s bytes to fd[!d] through pipe[d], which the link holds only
- * while bytes are in it (in_pipe[d] > 0); an empty pipe goes back to the pool. */
+ * d moves fd[d]'s bytes to fd[!d] (rpc/pump.h). */
 struct link {
 	struct ring quiet;      /* in the quiet order, least recently moved first */
 	struct ring connecting; /* in the connecting list, oldest first */
 	struct link *next;      /* the free list or the dead list, when free */
 	struct end end[2];
 	int fd[2];
-	int pipe[2][2];
-	size_t in_pipe[2];   /* bytes in pipe[d] */
-	bool eof[2];      /* fd[d] has read its end of stream */
-	bool shut[2];     /* ...and fd[!d]'s sending side is shut */
-	bool moved[2];    /* direction d moved a byte during this event */
-	enum urgent urgent[2];
-	unsigned char urgent_byte[2];
+	struct flow flow[2];
 	enum link_state state;
 	int64_t deadline; /* of the connect */
 	int64_t queued_until; /* bytes were found in a socket's send queue: unsent till then */
@@ -86,10 +72,7 @@ struct relay {
 	int64_t idle_ms;
 	int keepalive_s;
 	struct link *links;
-	/* Empty pipes, made at the start and kept at RELAY_PIPE_POOL when
-	 * nothing is relayed: a link takes one only while it holds bytes. */
-	int pool[RELAY_PIPE_POOL][2];
-	unsigned pooled;
+	struct pipe_pool pipes;
 	struct ring connecting; /* links whose connect is under way, oldest first */
 	struct ring quiet;      /* connected links, least recently moved first */
 	struct link *dead;      /* closed in this turn: freed before the next wait */
@@ -156,13 +139,6 @@ struct pick {
 			      * (spare_reserve), when a younger one may; -1: none may */
 	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
 };
-
-/* rpc/pipes.c */
-int pipes_take(struct relay *r, int p[2]);
-void pipes_give(struct relay *r, int p[2], bool empty);
-
-/* rpc/pump.c */
-int pump(struct relay *r, struct link *l, int d, bool fin);
 
 /* rpc/link.c */
 void link_close_sockets(struct relay *r, struct link *l, bool reset);

@@ -1,39 +1,58 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "rpc/pipes.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "rpc/link.h"
-
-/* An empty pipe: the pool's, else a new one. */
-int pipes_take(struct relay *r, int p[2])
+int pipes_init(struct pipe_pool *pool)
 {
-	if (r->pooled) {
-		r->pooled--;
-		p[0] = r->pool[r->pooled][0];
-		p[1] = r->pool[r->pooled][1];
+	pool->n = 0;
+	while (pool->n < PIPES_POOL) {
+		if (pipe2(pool->fd[pool->n], O_NONBLOCK | O_CLOEXEC) < 0) {
+			int e = -errno;
+			pipes_close(pool);
+			return e;
+		}
+		pool->n++;
+	}
+	return 0;
+}
+
+void pipes_close(struct pipe_pool *pool)
+{
+	for (unsigned i = 0; i < pool->n; i++) {
+		close(pool->fd[i][0]);
+		close(pool->fd[i][1]);
+	}
+	pool->n = 0;
+}
+
+int pipes_take(struct pipe_pool *pool, int p[2])
+{
+	if (pool->n) {
+		pool->n--;
+		p[0] = pool->fd[pool->n][0];
+		p[1] = pool->fd[pool->n][1];
 		return 0;
 	}
 	return pipe2(p, O_NONBLOCK | O_CLOEXEC) < 0 ? -errno : 0;
 }
 
-/* A pipe given back: to the pool when it is empty and the pool has room.
- * One closed with bytes in it is replaced, so that the pool is whole again
- * once nothing is relayed (the fd count then is what it was at the start). */
-void pipes_give(struct relay *r, int p[2], bool empty)
+void pipes_give(struct pipe_pool *pool, int p[2], bool empty)
 {
 	if (p[0] < 0)
 		return;
-	if (empty && r->pooled < RELAY_PIPE_POOL) {
-		r->pool[r->pooled][0] = p[0];
-		r->pool[r->pooled][1] = p[1];
-		r->pooled++;
+	if (empty && pool->n < PIPES_POOL) {
+		pool->fd[pool->n][0] = p[0];
+		pool->fd[pool->n][1] = p[1];
+		pool->n++;
 	} else {
 		close(p[0]);
 		close(p[1]);
-		if (!empty && r->pooled < RELAY_PIPE_POOL &&
-		    pipe2(r->pool[r->pooled], O_NONBLOCK | O_CLOEXEC) == 0)
-			r->pooled++;
+		if (!empty && pool->n < PIPES_POOL &&
+		    pipe2(pool->fd[pool->n], O_NONBLOCK | O_CLOEXEC) == 0)
+			pool->n++;
 	}
 	p[0] = p[1] = -1;
 }

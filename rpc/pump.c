@@ -1,109 +1,144 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "rpc/pump.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
-#include "rpc/link.h"
-
 /* Asked of one splice from a socket: a default pipe's whole size. */
 #define SPLICE_CHUNK (64 * 1024)
 
-/* splice found nothing to read: when that is because fd[d]'s next byte is
- * urgent (splice stops at the mark), it is read now and held to be sent on
+void pump_flow_init(struct flow *f)
+{
+	*f = (struct flow){ .phase = FLOW_OPEN, .pipe = { -1, -1 }, .urgent = URGENT_NONE };
+}
+
+bool pump_unsent(const struct flow *f)
+{
+	return f->in_pipe || f->urgent == URGENT_READ;
+}
+
+enum pump_step pump_next_step(const struct flow *f, bool read_ahead)
+{
+	if (f->phase == FLOW_ENDED)
+		return PUMP_STOP;
+	/* The pipe is emptied before more is read, unless the end is there
+	 * to be read first; once it has been, what is left goes out. */
+	if (f->in_pipe && (!read_ahead || f->phase == FLOW_ENDING))
+		return PUMP_WRITE;
+	if (!f->in_pipe && f->urgent == URGENT_READ)
+		return PUMP_SEND_URGENT;
+	if (f->phase == FLOW_ENDING)
+		return PUMP_PASS_END;
+	return PUMP_READ;
+}
+
+/* splice found nothing to read: when that is because the socket's next
+ * byte is urgent (splice stops at the mark), it is read now, to be sent on
  * as urgent. Whether it found one. */
-static bool at_urgent_mark(struct link *l, int d)
+static bool at_urgent_mark(int fd, struct flow *f)
 {
 	int at = 0;
-	if (l->urgent[d] != URGENT_SEEN || ioctl(l->fd[d], SIOCATMARK, &at) < 0 || !at)
+	if (f->urgent != URGENT_SEEN || ioctl(fd, SIOCATMARK, &at) < 0 || !at)
 		return false;
-	if (recv(l->fd[d], &l->urgent_byte[d], 1, MSG_DONTWAIT) != 1)
+	if (recv(fd, &f->urgent_byte, 1, MSG_DONTWAIT) != 1)
 		return false;
-	l->urgent[d] = URGENT_READ;
-	l->moved[d] = true;
+	f->urgent = URGENT_READ;
+	f->moved = true;
 	return true;
 }
 
-/* Moves what can move now from fd[d] to fd[!d]: 0, or -errno when the
- * link is broken. The pipe is emptied before more is read, so EAGAIN from
- * either splice means that side is not ready; the next edge on either
- * socket brings us back (edge-triggered: a read stops only at EAGAIN or the
- * end of stream).
- * fin: fd[d]'s end of stream has already arrived (EPOLLRDHUP), so a read
- * from it returns bytes or the end, never EAGAIN for want of them. Then the
- * pipe is filled first and its EAGAIN means full: the rest of the stream is
- * read before it is written, and the last bytes are held (SPLICE_F_MORE)
- * for the shutdown that follows, which sends them and the FIN in one
- * segment instead of two (an HTTP answer and its close: one wakeup fewer
- * for the client). */
-int pump(struct relay *r, struct link *l, int d, bool fin)
+/* EAGAIN or EINTR: the other side is not ready, 0; else -errno. */
+static int not_ready_or_error(void)
 {
-	int e = 0;
-	bool full = false;
+	return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+}
+
+/* A read with the end in sight (the only read that leaves bytes in the
+ * pipe) has met a reset: the bytes read ahead are written to the other
+ * side, which sends at once what its window takes; the reset that follows
+ * discards the rest. */
+static void write_before_reset(int to, struct flow *f)
+{
+	ssize_t n;
+	while (f->in_pipe &&
+	       (n = splice(f->pipe[0], NULL, to, NULL, f->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK)) > 0)
+		f->in_pipe -= (size_t)n;
+}
+
+/* fin: read ahead to the end before writing, and the last bytes written
+ * with SPLICE_F_MORE, for the shutdown that follows, which sends them and
+ * the FIN in one segment instead of two (an HTTP answer and its close: one
+ * wakeup fewer for the client). A read that finds the pipe full (EAGAIN,
+ * where the end's arrival says bytes or the end are there) ends the read
+ * ahead until the next write. */
+int pump_move(const int fd[2], struct flow flows[2], int d, bool fin, struct pipe_pool *pool)
+{
+	struct flow *f = &flows[d];
+	int from = fd[d], to = fd[!d], e = 0;
+	bool read_ahead = fin;
 	for (;;) {
 		ssize_t n;
-		if (l->in_pipe[d] && (!fin || full || l->eof[d])) {
-			n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->in_pipe[d],
-				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK | (l->eof[d] ? SPLICE_F_MORE : 0));
+		switch (pump_next_step(f, read_ahead)) {
+		case PUMP_WRITE:
+			n = splice(f->pipe[0], NULL, to, NULL, f->in_pipe,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK |
+					   (f->phase == FLOW_ENDING ? SPLICE_F_MORE : 0));
 			if (n < 0) {
-				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
-				break;
+				e = not_ready_or_error();
+				goto out;
 			}
-			l->in_pipe[d] -= (size_t)n;
-			l->moved[d] = true;
-			full = false;
-			continue;
-		}
-		if (!l->in_pipe[d] && l->urgent[d] == URGENT_READ) {
-			/* Every byte before it has gone: the urgent byte now. */
-			if (send(l->fd[!d], &l->urgent_byte[d], 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-				e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
-				break;
+			f->in_pipe -= (size_t)n;
+			f->moved = true;
+			read_ahead = fin;
+			break;
+		case PUMP_SEND_URGENT:
+			if (send(to, &f->urgent_byte, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+				e = not_ready_or_error();
+				goto out;
 			}
-			l->urgent[d] = URGENT_NONE;
-			l->moved[d] = true;
-			continue;
-		}
-		if (l->eof[d]) {
+			f->urgent = URGENT_NONE;
+			f->moved = true;
+			break;
+		case PUMP_PASS_END:
 			/* A half-close is passed on: the other side may still
 			 * answer (a request body ended by the client's FIN).
 			 * When the other way has ended too, the link closes
 			 * now and the close ends the stream. */
-			if (!l->shut[d] && !l->shut[!d] && shutdown(l->fd[!d], SHUT_WR) < 0 &&
-			    errno != ENOTCONN)
+			if (flows[!d].phase != FLOW_ENDED && shutdown(to, SHUT_WR) < 0 && errno != ENOTCONN)
 				e = -errno;
-			l->shut[d] = true;
+			f->phase = FLOW_ENDED;
 			break;
-		}
-		if (l->pipe[d][0] < 0 && (e = pipes_take(r, l->pipe[d])) < 0)
+		case PUMP_READ:
+			if (f->pipe[0] < 0 && (e = pipes_take(pool, f->pipe)) < 0)
+				goto out;
+			n = splice(from, NULL, f->pipe[1], NULL, SPLICE_CHUNK,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				f->in_pipe += (size_t)n;
+				f->moved = true;
+			} else if (n == 0) {
+				f->phase = FLOW_ENDING;
+			} else if (errno == EAGAIN && !f->in_pipe && at_urgent_mark(from, f)) {
+				/* the urgent byte read: it goes next */
+			} else if (errno == EAGAIN && f->in_pipe) {
+				read_ahead = false; /* the pipe is full */
+			} else if (errno != EAGAIN && errno != EINTR && f->in_pipe) {
+				e = -errno;
+				write_before_reset(to, f);
+				goto out;
+			} else {
+				e = not_ready_or_error();
+				goto out;
+			}
 			break;
-		n = splice(l->fd[d], NULL, l->pipe[d][1], NULL, SPLICE_CHUNK,
-			   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n == 0) {
-			l->eof[d] = true;
-		} else if (n < 0 && errno == EAGAIN && !l->in_pipe[d] && at_urgent_mark(l, d)) {
-			continue;
-		} else if (n < 0 && errno == EAGAIN && fin && l->in_pipe[d]) {
-			full = true;
-		} else if (n < 0 && errno != EAGAIN && errno != EINTR && l->in_pipe[d]) {
-			/* A reset after bytes read ahead (only a read with the
-			 * end in sight holds bytes): they are written to the
-			 * other side, which sends at once what its window takes;
-			 * the reset that follows discards the rest. */
-			e = -errno;
-			while (l->in_pipe[d] && (n = splice(l->pipe[d][0], NULL, l->fd[!d], NULL, l->in_pipe[d],
-							 SPLICE_F_MOVE | SPLICE_F_NONBLOCK)) > 0)
-				l->in_pipe[d] -= (size_t)n;
-			break;
-		} else if (n < 0) {
-			e = errno == EAGAIN || errno == EINTR ? 0 : -errno;
-			break;
-		} else {
-			l->in_pipe[d] += (size_t)n;
-			l->moved[d] = true;
+		case PUMP_STOP:
+			goto out;
 		}
 	}
-	if (!l->in_pipe[d])
-		pipes_give(r, l->pipe[d], true);
+out:
+	if (!f->in_pipe)
+		pipes_give(pool, f->pipe, true);
 	return e;
 }

@@ -231,10 +231,7 @@ static void relay_free(struct relay *r)
 	struct queue_waiter w;
 	for (; queue_first(&r->waiting, &w); queue_drop_first(&r->waiting))
 		close(w.fd);
-	for (unsigned i = 0; i < r->pooled; i++) {
-		close(r->pool[i][0]);
-		close(r->pool[i][1]);
-	}
+	pipes_close(&r->pipes);
 	if (r->ep >= 0)
 		close(r->ep);
 	if (r->stop_fd >= 0)
@@ -283,10 +280,11 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 		l->next = r->free_list;
 		r->free_list = l;
 	}
-	while (r->pooled < RELAY_PIPE_POOL &&
-	       pipe2(r->pool[r->pooled], O_NONBLOCK | O_CLOEXEC) == 0)
-		r->pooled++;
-	if (r->pooled < RELAY_PIPE_POOL || (r->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	if ((e = pipes_init(&r->pipes)) < 0) {
+		relay_free(r);
+		return errbuf_set(err, -e, "relay: %s", strerror(-e));
+	}
+	if ((r->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
 	    (r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
 	    (r->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
 	    watch_own(r, &r->stop_fd) < 0 || watch_own(r, &r->kick_fd) < 0) {
