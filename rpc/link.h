@@ -20,6 +20,7 @@
 #include "rpc/pump.h"
 #include "rpc/queue.h"
 #include "rpc/relay.h"
+#include "rpc/victim.h"
 
 /* A newcomer that finds no slot free and no link idle waits this long at
  * most, looking again every KEEP_SETTLE_MS, while a link is still
@@ -72,6 +73,9 @@ struct relay {
 	int64_t idle_ms;
 	int keepalive_s;
 	struct link *links;
+	/* The links told to the victim choice (rpc/evict.c), and which is which. */
+	struct victim_link *table;
+	struct link **table_links;
 	struct pipe_pool pipes;
 	struct ring connecting; /* links whose connect is under way, oldest first */
 	struct ring quiet;      /* connected links, least recently moved first */
@@ -99,7 +103,6 @@ struct relay {
 	atomic_uint kept[4];
 };
 
-
 /* Taking a node out of a list it is not in changes nothing. */
 static inline void ring_del(struct ring *n)
 {
@@ -123,21 +126,11 @@ static inline void ring_add_tail(struct ring *head, struct ring *n)
 
 #define QUIET_LINK(n) ((struct link *)((char *)(n) - offsetof(struct link, quiet)))
 
-/* What a newcomer with no free slot can take: the youngest link idle
- * between exchanges (rpc/keep.h); when to look again for one (none idle,
- * or the youngest in the reserve of the oldest while younger links are in
- * flight); and what keeps the others, for the counters.
- * O(slots), twice at most (the second to count a victim's elders, when it
- * may be in the reserve), once an eviction (and once more for each
- * would-be victim found with bytes in a send queue, held then for
- * KEEP_SETTLE_MS) and at most once a KEEP_SETTLE_MS while newcomers wait. */
-struct pick {
-	struct link *victim; /* the youngest idle link */
-	int64_t look_at;     /* with none idle, when one may be: the first to settle,
-			      * or KEEP_SETTLE_MS from now while one is connecting,
-			      * moving or awaiting; with the victim in the reserve
-			      * (spare_reserve), when a younger one may; -1: none may */
-	unsigned kept[4];    /* by enum keep_rule; KEEP_NONE counts the connecting */
+/* What a newcomer with no free slot can take (rpc/victim.h), as the relay
+ * holds it. */
+struct eviction {
+	struct link *victim; /* NULL: none now */
+	struct victim_choice choice;
 };
 
 /* rpc/link.c */
@@ -151,9 +144,8 @@ void link_begin_connect(struct relay *r, struct link *l, uint32_t ev);
 int link_hand_over(struct relay *r, struct link *l, int fd);
 
 /* rpc/evict.c */
-void pick(struct relay *r, struct pick *p);
-struct link *evict(struct relay *r, struct link *l);
-int64_t wait_until(const struct relay *r, const struct pick *k, int64_t since);
+void evict_choose(struct relay *r, struct eviction *out);
+struct link *evict_take(struct relay *r, struct link *victim);
 
 /* rpc/relay.c */
 void relay_give_slots(struct relay *r, struct link *first, struct link *last, unsigned n);

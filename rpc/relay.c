@@ -111,7 +111,7 @@ static int sweep(struct relay *r)
  * or is answered 503 when every link moves bytes, awaits an answer,
  * carries a stream or is connecting. With none idle, or the youngest idle
  * in the reserve of the oldest while younger links are in flight, the first
- * waits (wait_until) while one may still become idle, or a younger one; the
+ * waits (victim_wait_until) while one may still become idle, or a younger one; the
  * rest wait behind it.
  * Run between batches of events, so that no event of a batch is about an
  * evicted link whose slot is taken again. */
@@ -130,17 +130,18 @@ static void take_pending(struct relay *r)
 		if (!l) {
 			if (r->retry_at >= 0 && r->now < r->retry_at)
 				return;
-			struct pick k;
-			pick(r, &k);
-			if ((r->retry_at = wait_until(r, &k, p.since)) >= 0)
+			struct eviction ev;
+			evict_choose(r, &ev);
+			r->retry_at = victim_wait_until(&ev.choice, p.since, RELAY_QUEUE_WAIT_MS, r->now);
+			if (r->retry_at >= 0)
 				return;
-			if (!k.victim) {
+			if (!ev.victim) {
 				pending_drop(r);
 				r->retry_at = -1;
-				refuse_full(r, p.fd, k.kept);
+				refuse_full(r, p.fd, ev.choice.kept);
 				continue;
 			}
-			l = evict(r, k.victim);
+			l = evict_take(r, ev.victim);
 		}
 		pending_drop(r);
 		r->retry_at = -1;
@@ -240,6 +241,8 @@ static void relay_free(struct relay *r)
 		close(r->kick_fd);
 	pthread_mutex_destroy(&r->lock);
 	free(r->links);
+	free(r->table);
+	free(r->table_links);
 	free(r);
 }
 
@@ -268,7 +271,9 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 	r->keepalive_s = (int)(o->keepalive_s ? o->keepalive_s : RELAY_KEEPALIVE_S);
 	r->connecting.prev = r->connecting.next = &r->connecting;
 	r->quiet.prev = r->quiet.next = &r->quiet;
-	if (!(r->links = calloc(r->max, sizeof(*r->links)))) {
+	if (!(r->links = calloc(r->max, sizeof(*r->links))) ||
+	    !(r->table = calloc(r->max, sizeof(*r->table))) ||
+	    !(r->table_links = calloc(r->max, sizeof(*r->table_links)))) {
 		relay_free(r);
 		return errbuf_set(err, ENOMEM, "relay: out of memory");
 	}
