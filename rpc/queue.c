@@ -75,7 +75,8 @@ static uint16_t src_new(struct queue *q, const struct queue_source *s)
 	return i;
 }
 
-/* A source with no waiter left leaves the turn's order and the table. */
+/* A source with no waiter left leaves the turn's order and the table, and
+ * passes the turn on when it has it. */
 static void src_gone(struct queue *q, uint16_t i)
 {
 	struct queue_src *src = &q->src[i];
@@ -136,7 +137,8 @@ enum queue_added queue_add(struct queue *q, const struct queue_source *s,
 		uint16_t big = q->n ? src_largest(q) : QUEUE_NONE;
 		/* Pushing out only when the newcomer's source stays smaller
 		 * than the largest: two sources never push each other out in
-		 * turn. */
+		 * turn, and the source pushed from keeps a waiter (it has at
+		 * least two), so a push never takes a source out of the turn. */
 		if (big == QUEUE_NONE || q->src[big].n <= mine + 1)
 			return QUEUE_FULL;
 		*pushed = q->place[q->src[big].last].w;
@@ -173,7 +175,10 @@ void queue_drop_first(struct queue *q)
 	uint16_t turn = q->turn;
 	if (turn == QUEUE_NONE)
 		return;
-	/* The next source's turn, unless this one leaves and takes it along. */
-	q->turn = q->src[turn].next;
+	/* The next source's turn: passed on here when this source still has
+	 * waiters, by src_gone when its last one leaves. */
+	bool stays = q->src[turn].n > 1;
 	place_unlink(q, q->src[turn].first);
+	if (stays)
+		q->turn = q->src[turn].next;
 }

@@ -17,7 +17,24 @@
  * A source is an IPv4 address, or an IPv6 address's /64 (one host is
  * given a /64 at least, and may use every address in it); every unix
  * socket peer is one source. Pure: no locks and no I/O (the relay holds
- * its lock around every call). */
+ * its lock around every call).
+ *
+ * Invariants, kept by every call (tests/unit/test_queue.c checks them
+ * after each one):
+ *   - n waiters, n <= cap unless cap was lowered under them, n <= QUEUE_MAX;
+ *   - every source in the table has a waiter; its n counts them, in its
+ *     order oldest first (first, then next) and youngest last (last, then
+ *     prev); every waiter is in its source's order;
+ *   - the turn's order holds exactly the sources in the table, and the turn
+ *     is one of them, or QUEUE_NONE when no one waits;
+ *   - the places and sources not in use are on their free lists;
+ *   - a push never reverses two sources: after it the source pushed from
+ *     has at least as many waiters as the newcomer's.
+ * The drop rule keeps the turn's: a source whose last waiter leaves (served
+ * or refused) leaves the turn's order and passes the turn on (src_gone),
+ * and one that stays passes it to the next source (queue_drop_first); a
+ * push-out never empties a source, since it pushes only from a source with
+ * two more waiters than the newcomer's. */
 #ifndef HEALTHD_QUEUE_H
 #define HEALTHD_QUEUE_H
 
