@@ -8,25 +8,31 @@
 #include "rpc/link.h"
 
 /* Bytes of the link wait to be sent on: in its pipes, or, found there by
- * link_send_queued within KEEP_SETTLE_MS, in a socket's send queue. */
+ * link_in_kernel within KEEP_SETTLE_MS, in a socket's queues. */
 static bool link_has_unsent(const struct relay *r, const struct link *l)
 {
 	return pump_unsent(&l->flow[0]) || pump_unsent(&l->flow[1]) || r->now < l->queued_until;
 }
 
-/* Bytes wait in a socket's send queue that the other side has not taken:
- * a client that reads nothing may leave a whole answer there, the pipes
- * empty. That is an answer in flight, not a link idle between exchanges;
- * it is noted, and the link counts as unsent, for KEEP_SETTLE_MS. Asked of
- * the kernel only of the link about to be evicted, so that an eviction
- * costs an ioctl or two, not two for every slot. */
-static bool link_send_queued(struct relay *r, struct link *l)
+/* Bytes wait in the kernel for the link: in a socket's send queue, not
+ * taken by the other side yet (a client that reads nothing may leave a
+ * whole answer there, the pipes empty), or in a socket's receive queue,
+ * not read by the relay yet (a request's bytes that came since the relay
+ * last looked: the event that will move them may be later in the batch).
+ * Either is a transfer in flight, not a link idle between exchanges; it is
+ * noted, and the link counts as unsent, for KEEP_SETTLE_MS. Asked of the
+ * kernel only of the link about to be evicted, so that an eviction costs
+ * a few ioctls, not four for every slot. */
+static bool link_in_kernel(struct relay *r, struct link *l)
 {
+	static const unsigned long asks[] = { SIOCOUTQ, SIOCINQ };
 	for (int d = 0; d < 2; d++) {
-		int q = 0;
-		if (l->fd[d] >= 0 && ioctl(l->fd[d], SIOCOUTQ, &q) == 0 && q > 0) {
-			l->queued_until = r->now + KEEP_SETTLE_MS;
-			return true;
+		for (size_t a = 0; a < sizeof(asks) / sizeof(asks[0]); a++) {
+			int q = 0;
+			if (l->fd[d] >= 0 && ioctl(l->fd[d], asks[a], &q) == 0 && q > 0) {
+				l->queued_until = r->now + KEEP_SETTLE_MS;
+				return true;
+			}
 		}
 	}
 	return false;
@@ -70,7 +76,7 @@ static size_t evict_table(struct relay *r)
 	return n;
 }
 
-/* A victim found with bytes in a send queue counts as unsent, and the
+/* A victim found with bytes in the kernel's queues counts as unsent, and the
  * choice is made again: each time one more link is kept, never the same.
  * O(slots) a time; once an eviction (and once more for each such victim)
  * and at most once a KEEP_SETTLE_MS while newcomers wait. */
@@ -81,7 +87,7 @@ void evict_choose(struct relay *r, struct eviction *out)
 		victim_choose(r->table, evict_table(r), r->limit, r->now, &c);
 		out->victim = c.victim >= 0 ? r->table_links[c.victim] : NULL;
 		out->choice = c;
-		if (!out->victim || !link_send_queued(r, out->victim))
+		if (!out->victim || !link_in_kernel(r, out->victim))
 			return;
 	}
 }

@@ -6,14 +6,17 @@ void keep_start(struct keep *hist, int64_t now)
 	*hist = (struct keep){ .start = now, .last = now };
 }
 
-void keep_moved(struct keep *hist, bool up, int64_t now)
+void keep_moved(struct keep *hist, bool up, uint64_t n, int64_t now)
 {
+	hist->bytes += n;
 	if (up) {
 		/* The client speaks first, or again after an answer began. */
 		if (hist->last_down >= hist->last_up) {
 			hist->turns++;
 			hist->turn_at = now;
+			hist->turn_bytes = 0;
 		}
+		hist->turn_bytes += n;
 		hist->last_up = now;
 	} else {
 		/* The guest agent speaks again, after a pause, and the client
@@ -25,13 +28,24 @@ void keep_moved(struct keep *hist, bool up, int64_t now)
 	hist->last = now;
 }
 
-/* Kept past the settle time, by what it is doing or has shown it does. */
+/* The end of an awaiting request's hold: KEEP_HOLD_MS from its start, and
+ * a second more for every whole KEEP_MIN_RATE bytes of it (bounded: a TiB
+ * is more than any upload and keeps the sum from overflowing). */
+static int64_t awaiting_until(const struct keep *hist)
+{
+	uint64_t bytes = hist->turn_bytes < (1ull << 40) ? hist->turn_bytes : 1ull << 40;
+	return hist->turn_at + KEEP_HOLD_MS + (int64_t)(bytes / KEEP_MIN_RATE) * 1000;
+}
+
+/* Kept past the settle time, by what it is doing or has shown it does. A
+ * stream's bytes count whichever way they go: a WebSocket's client that
+ * speaks to a quiet server keeps it. */
 static enum keep_rule kept_beyond_settle(const struct keep *hist, int64_t now)
 {
-	if (hist->last_up > hist->last_down)
-		return now - hist->turn_at < KEEP_HOLD_MS ? KEEP_AWAITING : KEEP_NONE;
-	if (now - hist->last < KEEP_HOLD_MS && (hist->stream || hist->turns >= 2))
+	if ((hist->stream || hist->turns >= 2) && now - hist->last < KEEP_HOLD_MS)
 		return KEEP_STREAM;
+	if (hist->last_up > hist->last_down)
+		return now < awaiting_until(hist) ? KEEP_AWAITING : KEEP_NONE;
 	return KEEP_NONE;
 }
 

@@ -16,10 +16,12 @@
  * of the quiet order, in O(1). */
 static void link_note_moved(struct relay *r, struct link *l)
 {
-	for (int d = 0; d < 2; d++)
+	for (int d = 0; d < 2; d++) {
 		if (l->flow[d].moved)
-			keep_moved(&l->keep, d == 0, r->now);
-	l->flow[0].moved = l->flow[1].moved = false;
+			keep_moved(&l->keep, d == 0, l->flow[d].read_in, r->now);
+		l->flow[d].moved = false;
+		l->flow[d].read_in = 0;
+	}
 	ring_del(&l->quiet);
 	ring_add_tail(&r->quiet, &l->quiet);
 }
@@ -29,24 +31,33 @@ static void link_note_moved(struct relay *r, struct link *l)
  * zero) rather than a FIN, so that a peer never takes an end the other
  * side did not make for a clean one (an answer delimited by the close, cut
  * short, would look whole). */
+/* Takes fd[side] out of the relay's epoll set and hands it to the caller
+ * (to answer and close): every socket leaves the set before it is closed,
+ * whatever ends its link. A child that holds a copy of the fd (between the
+ * nerdctl runner's fork and its exec, or a debugger) keeps the socket
+ * alive, and a registration left behind would send its events to the
+ * slot's next owner. ENOENT for a socket never watched. */
+static int link_unwatch(struct relay *r, struct link *l, int side)
+{
+	int fd = l->fd[side];
+	if (fd >= 0)
+		epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL);
+	l->fd[side] = -1;
+	return fd;
+}
+
 void link_close_sockets(struct relay *r, struct link *l, bool reset)
 {
 	static const struct linger now = { .l_onoff = 1, .l_linger = 0 };
 	ring_del(&l->connecting);
 	ring_del(&l->quiet);
 	for (int d = 0; d < 2; d++) {
-		if (l->fd[d] >= 0) {
+		int fd = link_unwatch(r, l, d);
+		if (fd >= 0) {
 			if (reset)
-				setsockopt(l->fd[d], SOL_SOCKET, SO_LINGER, &now, sizeof(now));
-			/* Out of the epoll set before the close: a child that
-			 * holds a copy of the fd (between the nerdctl runner's
-			 * fork and its exec) keeps the socket alive, and its
-			 * events would reach the slot's next owner. ENOENT for
-			 * a socket never watched. */
-			epoll_ctl(r->ep, EPOLL_CTL_DEL, l->fd[d], NULL);
-			close(l->fd[d]);
+				setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+			close(fd);
 		}
-		l->fd[d] = -1;
 		pipes_give(&r->pipes, l->flow[d].pipe, l->flow[d].in_pipe == 0);
 	}
 	l->state = LINK_FREE;
@@ -92,8 +103,7 @@ void link_unreachable(struct relay *r, struct link *l, int e)
 {
 	relay_log_reach(r, e);
 	atomic_fetch_add(&r->unreachable, 1);
-	refuse(l->fd[0], REFUSE_UNREACHABLE);
-	l->fd[0] = -1;
+	refuse(link_unwatch(r, l, 0), REFUSE_UNREACHABLE);
 	link_close(r, l, false);
 }
 
@@ -206,8 +216,7 @@ int relay_keepalive(const struct relay *r, int fd)
 static void link_no_resources(struct relay *r, struct link *l)
 {
 	atomic_fetch_add(&r->refused_resources, 1);
-	refuse(l->fd[0], REFUSE_FULL);
-	l->fd[0] = -1;
+	refuse(link_unwatch(r, l, 0), REFUSE_FULL);
 	link_close(r, l, false);
 }
 

@@ -46,6 +46,7 @@ static bool at_urgent_mark(int fd, struct flow *f)
 		return false;
 	f->urgent = URGENT_READ;
 	f->moved = true;
+	f->read_in++;
 	return true;
 }
 
@@ -117,6 +118,7 @@ int pump_move(const int fd[2], struct flow flows[2], int d, bool fin, struct pip
 				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 			if (n > 0) {
 				f->in_pipe += (size_t)n;
+				f->read_in += (uint64_t)n;
 				f->moved = true;
 			} else if (n == 0) {
 				f->phase = FLOW_ENDING;

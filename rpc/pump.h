@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "rpc/pipes.h"
 
@@ -44,7 +45,8 @@ struct flow {
 	size_t in_pipe; /* bytes in the pipe */
 	enum urgent urgent;
 	unsigned char urgent_byte;
-	bool moved; /* a byte moved during this event */
+	bool moved;        /* a byte moved during this event */
+	uint64_t read_in;  /* bytes read from the socket during this event */
 };
 
 /* What a direction does next. */
