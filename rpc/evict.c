@@ -51,26 +51,25 @@ static int64_t link_look_at(const struct relay *r, const struct link *l, bool un
 	return at;
 }
 
-/* The table: the links connecting (those handed over and not seen yet
- * counted, not listed), then the connected ones in the quiet order. Its
- * rows are at most the slots. */
+/* The table: the links connecting, then the connected ones in the quiet
+ * order; those handed over and not seen yet are in their clients' counts
+ * only. Its rows are at most the slots. */
 static size_t evict_table(struct relay *r)
 {
 	size_t n = 0;
 	for (struct ring *c = r->connecting.next; c != &r->connecting && n < r->max; c = c->next) {
-		r->table[n] = (struct victim_link){ .connecting = true };
-		r->table_links[n++] = (struct link *)((char *)c - offsetof(struct link, connecting));
-	}
-	for (unsigned fresh = atomic_load(&r->fresh); fresh > 0 && n < r->max; fresh--) {
-		r->table[n] = (struct victim_link){ .connecting = true };
-		r->table_links[n++] = NULL;
+		struct link *l = (struct link *)((char *)c - offsetof(struct link, connecting));
+		r->table[n] = (struct victim_link){ .client = l->client_no, .connecting = true };
+		r->table_links[n++] = l;
 	}
 	for (struct ring *q = r->quiet.next; q != &r->quiet && n < r->max; q = q->next) {
 		struct link *l = QUIET_LINK(q);
 		bool unsent = link_has_unsent(r, l);
 		enum keep_rule rule = keep_rule(&l->keep, unsent, r->now);
-		r->table[n] = (struct victim_link){ .rule = rule, .start = l->keep.start,
-						    .look_at = link_look_at(r, l, unsent, rule) };
+		r->table[n] = (struct victim_link){ .client = l->client_no, .rule = rule,
+						    .start = l->keep.start,
+						    .look_at = link_look_at(r, l, unsent, rule),
+						    .moved = l->keep.bytes };
 		r->table_links[n++] = l;
 	}
 	return n;
@@ -80,11 +79,20 @@ static size_t evict_table(struct relay *r)
  * choice is made again: each time one more link is kept, never the same.
  * O(slots) a time; once an eviction (and once more for each such victim)
  * and at most once a KEEP_SETTLE_MS while newcomers wait. */
-void evict_choose(struct relay *r, struct eviction *out)
+void evict_choose(struct relay *r, const struct queue_source *client, struct eviction *out)
 {
+	struct victim_ask ask = { .held = r->held, .clients = r->clients.cap, .now = r->now };
+	/* What each client holds, the links handed over and not seen yet
+	 * included: the gate's thread adds to it. */
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < r->clients.cap; i++)
+		r->held[i] = r->clients.c[i].links;
+	ask.newcomer = clients_find(&r->clients, client);
+	ask.slots = r->limit;
+	pthread_mutex_unlock(&r->lock);
 	for (;;) {
 		struct victim_choice c;
-		victim_choose(r->table, evict_table(r), r->limit, r->now, &c);
+		victim_choose(r->table, evict_table(r), &ask, &c);
 		out->victim = c.victim >= 0 ? r->table_links[c.victim] : NULL;
 		out->choice = c;
 		if (!out->victim || !link_in_kernel(r, out->victim))
@@ -92,10 +100,13 @@ void evict_choose(struct relay *r, struct eviction *out)
 	}
 }
 
-/* The victim is reset both ways and its slot is the newcomer's. */
-struct link *evict_take(struct relay *r, struct link *l)
+struct link *evict_take(struct relay *r, struct link *victim, bool cut,
+			const struct queue_source *client)
 {
-	atomic_fetch_add(&r->evicted, 1);
-	link_close_sockets(r, l, true);
-	return l;
+	atomic_fetch_add(cut ? &r->evicted_over_share : &r->evicted, 1);
+	link_close_sockets(r, victim, true);
+	pthread_mutex_lock(&r->lock);
+	relay_own_slot_locked(r, victim, client);
+	pthread_mutex_unlock(&r->lock);
+	return victim;
 }

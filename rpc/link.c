@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -73,35 +74,26 @@ void link_close(struct relay *r, struct link *l, bool reset)
 	r->dead = l;
 }
 
-/* Log transitions, not connections: one warning per outage, one info line
- * when it ends. */
-static void relay_log_reach(struct relay *r, int e)
+/* Log transitions, not connections: one warning per outage (naming the
+ * client of the first request it failed), one info line when it ends. */
+static void relay_log_reach(struct relay *r, const struct link *l, int e)
 {
-	if (e && !r->down)
+	char who[INET6_ADDRSTRLEN + 8];
+	if (e && !r->down) {
+		queue_source_format(&l->client, who, sizeof(who));
 		log_msg(LOG_WARNING, "relay: the guest agent at %s cannot be reached: %s; "
-				     "relayed requests are answered 502 until it can",
-			r->address, strerror(e));
+				     "relayed requests are answered 502 until it can (first: a "
+				     "request of client %s)",
+			r->address, strerror(e), who);
+	}
 	else if (!e && r->down)
 		log_msg(LOG_INFO, "relay: the guest agent at %s is reachable again", r->address);
 	r->down = e != 0;
 }
 
-/* kept: what kept each slot, by enum keep_rule (KEEP_NONE: connecting). */
-void relay_log_full(struct relay *r, bool full, const unsigned kept[4])
-{
-	if (full && !r->full)
-		log_msg(LOG_WARNING, "relay: no slot can be taken (%u moving bytes, %u awaiting an "
-				     "answer, %u streams, %u connecting); new relayed connections "
-				     "are answered 503 until one is idle",
-			kept[KEEP_MOVING], kept[KEEP_AWAITING], kept[KEEP_STREAM], kept[KEEP_NONE]);
-	else if (!full && r->full)
-		log_msg(LOG_INFO, "relay: relayed connections are taken again");
-	r->full = full;
-}
-
 void link_unreachable(struct relay *r, struct link *l, int e)
 {
-	relay_log_reach(r, e);
+	relay_log_reach(r, l, e);
 	atomic_fetch_add(&r->unreachable, 1);
 	refuse(link_unwatch(r, l, 0), REFUSE_UNREACHABLE);
 	link_close(r, l, false);
@@ -179,7 +171,7 @@ static void link_mark_connected(struct relay *r, struct link *l)
 	l->state = LINK_OPEN;
 	keep_start(&l->keep, r->now);
 	ring_add_tail(&r->quiet, &l->quiet);
-	relay_log_reach(r, 0);
+	relay_log_reach(r, l, 0);
 }
 
 /* The guest agent's socket was watched only once its connect was under
@@ -227,9 +219,6 @@ static void link_no_resources(struct relay *r, struct link *l)
  * request body ended by the client's FIN, and is relayed. */
 void link_begin_connect(struct relay *r, struct link *l, uint32_t ev)
 {
-	static const unsigned none[4];
-	atomic_fetch_sub(&r->fresh, 1);
-	relay_log_full(r, false, none);
 	if (ev & (EPOLLERR | EPOLLHUP)) {
 		atomic_fetch_add(&r->abandoned, 1);
 		link_close(r, l, false);
@@ -287,10 +276,8 @@ int link_hand_over(struct relay *r, struct link *l, int fd)
 	pump_flow_init(&l->flow[1]);
 	l->queued_until = 0;
 	l->state = LINK_NEW;
-	if (link_watch(r, l, 0) == 0) {
-		atomic_fetch_add(&r->fresh, 1);
+	if (link_watch(r, l, 0) == 0)
 		return 0;
-	}
 	l->fd[0] = -1;
 	l->state = LINK_FREE;
 	return -errno;

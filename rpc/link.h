@@ -14,7 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "rpc/addr.h"
+#include "rpc/clients.h"
 #include "rpc/keep.h"
 #include "rpc/pipes.h"
 #include "rpc/pump.h"
@@ -61,6 +63,10 @@ struct link {
 	int64_t deadline; /* of the connect */
 	int64_t queued_until; /* bytes were found in a socket's send queue: unsent till then */
 	struct keep keep; /* its history, once connected (rpc/keep.h) */
+	/* Its client (rpc/clients.h): set with r->lock held by whoever took
+	 * the slot for it, before the handover. */
+	struct queue_source client;
+	uint32_t client_no;
 };
 
 struct relay {
@@ -83,10 +89,10 @@ struct relay {
 	int64_t now;            /* the time of this turn */
 	int64_t retry_at;       /* the first newcomer waits for a link to settle until
 				 * then; -1: it does not wait */
-	atomic_uint fresh;      /* links handed over (by either thread) whose first
-				 * event has not come */
 	bool down;              /* the last connect failed: an outage is logged */
-	bool full;              /* the last newcomer was refused: logged */
+	/* Lines a flood could cause once per connection, each cause at most
+	 * once a LOG_LIMIT_MS (base/log.h). */
+	struct log_limit log_full, log_over_share;
 	/* The gate takes links and queues connections, the relay thread
 	 * gives links back and takes the queued connections. */
 	pthread_mutex_t lock;
@@ -95,10 +101,14 @@ struct relay {
 	/* Connections the gate could not give a free slot, and when each
 	 * came; as many places as relay_budget leaves (rpc/queue.h). */
 	struct queue waiting;
+	/* Who holds the slots (rpc/clients.h), and a copy of how many each
+	 * holds for the relay thread's victim choice. */
+	struct clients clients;
+	unsigned *held;
 	atomic_uint used; /* slots taken, new ones included */
-	atomic_uint_fast64_t total, refused_full, refused_queue, refused_share, refused_resources, unreachable,
-		evicted, idle_closed, head_timeout, head_evicted, head_too_large, reset,
-		reset_resources, dead_peer, abandoned;
+	atomic_uint_fast64_t total, refused_full, refused_queue, refused_share, refused_over_share,
+		refused_resources, unreachable, evicted, evicted_over_share, idle_closed, head_timeout,
+		head_evicted, head_too_large, reset, reset_resources, dead_peer, abandoned;
 	/* What kept every slot at the last refused_full (struct relay_stats). */
 	atomic_uint kept[4];
 };
@@ -136,7 +146,6 @@ struct eviction {
 /* rpc/link.c */
 void link_close_sockets(struct relay *r, struct link *l, bool reset);
 void link_close(struct relay *r, struct link *l, bool reset);
-void relay_log_full(struct relay *r, bool full, const unsigned kept[4]);
 void link_unreachable(struct relay *r, struct link *l, int e);
 void link_on_event(struct relay *r, struct link *l, int s, uint32_t ev);
 void link_finish_connect(struct relay *r, struct link *l, uint32_t ev);
@@ -144,10 +153,15 @@ void link_begin_connect(struct relay *r, struct link *l, uint32_t ev);
 int link_hand_over(struct relay *r, struct link *l, int fd);
 
 /* rpc/evict.c */
-void evict_choose(struct relay *r, struct eviction *out);
-struct link *evict_take(struct relay *r, struct link *victim);
+/* The choice for a newcomer from client. */
+void evict_choose(struct relay *r, const struct queue_source *client, struct eviction *out);
+/* The victim reset both ways, its slot the newcomer's (from client). */
+struct link *evict_take(struct relay *r, struct link *victim, bool cut,
+			const struct queue_source *client);
 
 /* rpc/relay.c */
 void relay_give_slots(struct relay *r, struct link *first, struct link *last, unsigned n);
+/* A slot's new owner: l's client is client from now on (r->lock held). */
+void relay_own_slot_locked(struct relay *r, struct link *l, const struct queue_source *client);
 
 #endif

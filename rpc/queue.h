@@ -39,6 +39,7 @@
 #define HEALTHD_QUEUE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -52,6 +53,7 @@ struct queue_source {
 struct queue_waiter {
 	int fd;
 	int64_t since;
+	int64_t retry_at; /* the relay's: it looks again for a slot then (0: now) */
 };
 
 enum queue_added {
@@ -92,14 +94,25 @@ struct queue {
 void queue_init(struct queue *q, unsigned cap);
 /* Fewer places from now on; those already queued stay. */
 void queue_set_cap(struct queue *q, unsigned cap);
-/* The source of a peer's address. */
+/* The source of a peer's address (AF_UNSPEC: none, "unknown", as every
+ * unix peer). */
 void queue_source_of(const struct sockaddr *sa, socklen_t alen, struct queue_source *out);
+/* s for the operator: "192.0.2.1", "2001:db8:1:2::/64", or "unknown". */
+void queue_source_format(const struct queue_source *s, char *buf, size_t n);
+/* How many wait from source s. */
+unsigned queue_waiting_from(const struct queue *q, const struct queue_source *s);
+/* The turn goes to the next source, its first waiter staying first of its
+ * own (it waits for a link to settle, and another source's may not). */
+void queue_pass_turn(struct queue *q);
 /* Queues w from source s; *pushed is set on QUEUE_PUSHED. */
 enum queue_added queue_add(struct queue *q, const struct queue_source *s,
 			   const struct queue_waiter *w, struct queue_waiter *pushed);
-/* The waiter whose turn it is; false when none waits. */
-bool queue_first(const struct queue *q, struct queue_waiter *out);
+/* The waiter whose turn it is, and its source (source may be NULL); false
+ * when none waits. */
+bool queue_first(const struct queue *q, struct queue_waiter *out, struct queue_source *source);
 /* Takes it out (served or refused); the turn goes to the next source. */
 void queue_drop_first(struct queue *q);
+/* When the waiter whose turn it is looks again (struct queue_waiter). */
+void queue_first_retry(struct queue *q, int64_t at);
 
 #endif

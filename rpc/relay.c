@@ -34,14 +34,28 @@
 
 _Static_assert(RELAY_PENDING <= QUEUE_MAX, "the queue holds RELAY_PENDING places");
 
-/* Slots first..last (n of them, linked by next) back to the gate. */
+/* Slots first..last (n of them, linked by next) back to the gate, and
+ * their clients hold a link less each. */
 void relay_give_slots(struct relay *r, struct link *first, struct link *last, unsigned n)
 {
 	pthread_mutex_lock(&r->lock);
+	for (struct link *l = first;; l = l->next) {
+		clients_drop(&r->clients, l->client_no);
+		l->client_no = CLIENTS_NONE;
+		if (l == last)
+			break;
+	}
 	last->next = r->free_list;
 	r->free_list = first;
 	atomic_fetch_sub(&r->used, n);
 	pthread_mutex_unlock(&r->lock);
+}
+
+void relay_own_slot_locked(struct relay *r, struct link *l, const struct queue_source *client)
+{
+	clients_drop(&r->clients, l->client_no);
+	l->client = *client;
+	l->client_no = clients_add(&r->clients, client);
 }
 
 static void relay_free_closed(struct relay *r)
@@ -57,31 +71,45 @@ static void relay_free_closed(struct relay *r)
 	r->dead = NULL;
 }
 
-/* A free slot, if the limit allows one; with r->lock held. */
-static struct link *relay_take_slot_locked(struct relay *r)
+/* A free slot for client, if the limit allows one; with r->lock held. */
+static struct link *relay_take_slot_locked(struct relay *r, const struct queue_source *client)
 {
 	struct link *l = atomic_load(&r->used) < r->limit ? r->free_list : NULL;
 	if (l) {
 		r->free_list = l->next;
 		atomic_fetch_add(&r->used, 1);
+		relay_own_slot_locked(r, l, client);
 	}
 	return l;
 }
 
-static void pending_drop(struct relay *r)
+/* A newcomer answered 503 by the relay thread, and the line that says so:
+ * at most one a LOG_LIMIT_MS per cause (every slot kept, or its client's
+ * share used up), naming its client, what kept the slots, and how many
+ * more since; a flood costs the journal a line every few seconds. */
+static void refuse_full(struct relay *r, int fd, const struct queue_source *client,
+			const struct victim_choice *c)
 {
-	pthread_mutex_lock(&r->lock);
-	queue_drop_first(&r->waiting);
-	pthread_mutex_unlock(&r->lock);
-}
-
-static void refuse_full(struct relay *r, int fd, const unsigned kept[4])
-{
-	relay_log_full(r, true, kept);
-	for (int k = 0; k < 4; k++)
-		atomic_store(&r->kept[k], kept[k]);
-	atomic_fetch_add(&r->refused_full, 1);
+	bool own = c->pool == VICTIM_OWN;
+	char who[INET6_ADDRSTRLEN + 8], since[80] = "";
+	unsigned more;
+	if (!own)
+		for (int k = 0; k < 4; k++)
+			atomic_store(&r->kept[k], c->kept[k]);
+	atomic_fetch_add(own ? &r->refused_over_share : &r->refused_full, 1);
 	refuse(fd, REFUSE_FULL);
+	if (!log_limit_pass(own ? &r->log_over_share : &r->log_full, r->now, &more))
+		return;
+	queue_source_format(client, who, sizeof(who));
+	if (more)
+		snprintf(since, sizeof(since), "; %u more since the last such line", more);
+	log_msg(LOG_WARNING, "relay: answered 503 to a newcomer of client %s: %s (%u moving bytes, "
+			     "%u awaiting an answer, %u streams, %u connecting)%s",
+		who, own ? "it holds more than its share of the slots, and none of its own links "
+			   "can be taken"
+			 : "no slot can be taken",
+		c->kept[KEEP_MOVING], c->kept[KEEP_AWAITING], c->kept[KEEP_STREAM], c->kept[KEEP_NONE],
+		since);
 }
 
 /* Ends what is past its time: connects past their deadline (502) and
@@ -105,46 +133,74 @@ static int sweep(struct relay *r)
 }
 
 
+/* The waiter whose turn it is leaves the queue. */
+static void pending_drop(struct relay *r)
+{
+	pthread_mutex_lock(&r->lock);
+	queue_drop_first(&r->waiting);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* The waiter whose turn it is waits until at (for a link to settle), and
+ * the turn goes to the next source: a newcomer of another client, whose
+ * choice may not wait, is not held up behind it. */
+static void pending_wait(struct relay *r, int64_t at)
+{
+	pthread_mutex_lock(&r->lock);
+	queue_first_retry(&r->waiting, at);
+	queue_pass_turn(&r->waiting);
+	pthread_mutex_unlock(&r->lock);
+	if (r->retry_at < 0 || at < r->retry_at)
+		r->retry_at = at;
+}
+
 /* The newcomers the gate queued for want of a free slot, in their turn
  * (rpc/queue.h: the sources in turn, first come first within each): each
- * takes a slot freed since, or the youngest idle link's (rpc/keep.h),
- * or is answered 503 when every link moves bytes, awaits an answer,
- * carries a stream or is connecting. With none idle, or the youngest idle
- * in the reserve of the oldest while younger links are in flight, the first
- * waits (victim_wait_until) while one may still become idle, or a younger one; the
- * rest wait behind it.
+ * takes a slot freed since, or a victim's (rpc/victim.h), or is answered
+ * 503. One that must wait for a link to settle (victim_wait_until) keeps
+ * its place and passes the turn; once every source's first is waiting,
+ * the rest wait behind them, and the thread looks again at the earliest
+ * of their times (r->retry_at), or when a newcomer of a source not yet
+ * waiting comes (relay_take wakes it).
  * Run between batches of events, so that no event of a batch is about an
  * evicted link whose slot is taken again. */
 static void take_pending(struct relay *r)
 {
+	int first_waiting = -1; /* the first waiter passed: the turn has gone round */
+	r->retry_at = -1;
 	for (;;) {
 		struct queue_waiter p;
+		struct queue_source client;
 		pthread_mutex_lock(&r->lock);
-		bool any = queue_first(&r->waiting, &p);
-		struct link *l = any ? relay_take_slot_locked(r) : NULL;
+		bool any = queue_first(&r->waiting, &p, &client);
+		struct link *l = any ? relay_take_slot_locked(r, &client) : NULL;
 		pthread_mutex_unlock(&r->lock);
-		if (!any) {
-			r->retry_at = -1;
+		if (!any || (!l && p.fd == first_waiting))
 			return;
+		if (!l && p.retry_at > r->now) {
+			if (first_waiting < 0)
+				first_waiting = p.fd;
+			pending_wait(r, p.retry_at);
+			continue;
 		}
 		if (!l) {
-			if (r->retry_at >= 0 && r->now < r->retry_at)
-				return;
 			struct eviction ev;
-			evict_choose(r, &ev);
-			r->retry_at = victim_wait_until(&ev.choice, p.since, RELAY_QUEUE_WAIT_MS, r->now);
-			if (r->retry_at >= 0)
-				return;
-			if (!ev.victim) {
-				pending_drop(r);
-				r->retry_at = -1;
-				refuse_full(r, p.fd, ev.choice.kept);
+			evict_choose(r, &client, &ev);
+			int64_t at = victim_wait_until(&ev.choice, p.since, RELAY_QUEUE_WAIT_MS, r->now);
+			if (at >= 0) {
+				if (first_waiting < 0)
+					first_waiting = p.fd;
+				pending_wait(r, at);
 				continue;
 			}
-			l = evict_take(r, ev.victim);
+			if (!ev.victim) {
+				pending_drop(r);
+				refuse_full(r, p.fd, &client, &ev.choice);
+				continue;
+			}
+			l = evict_take(r, ev.victim, ev.choice.cut, &client);
 		}
 		pending_drop(r);
-		r->retry_at = -1;
 		if (link_hand_over(r, l, p.fd) < 0) {
 			relay_give_slots(r, l, l, 1);
 			atomic_fetch_add(&r->refused_resources, 1);
@@ -230,8 +286,10 @@ static void relay_free(struct relay *r)
 			if (r->links[i].state != LINK_FREE)
 				link_close_sockets(r, &r->links[i], true);
 	struct queue_waiter w;
-	for (; queue_first(&r->waiting, &w); queue_drop_first(&r->waiting))
+	for (; queue_first(&r->waiting, &w, NULL); queue_drop_first(&r->waiting))
 		close(w.fd);
+	clients_free(&r->clients);
+	free(r->held);
 	pipes_close(&r->pipes);
 	if (r->ep >= 0)
 		close(r->ep);
@@ -273,13 +331,16 @@ int relay_start(const struct relay_opts *o, struct relay **out, struct errbuf *e
 	r->quiet.prev = r->quiet.next = &r->quiet;
 	if (!(r->links = calloc(r->max, sizeof(*r->links))) ||
 	    !(r->table = calloc(r->max, sizeof(*r->table))) ||
-	    !(r->table_links = calloc(r->max, sizeof(*r->table_links)))) {
+	    !(r->table_links = calloc(r->max, sizeof(*r->table_links))) ||
+	    !(r->held = calloc(r->max, sizeof(*r->held))) ||
+	    clients_init(&r->clients, r->max) < 0) {
 		relay_free(r);
 		return errbuf_set(err, ENOMEM, "relay: out of memory");
 	}
 	for (unsigned i = r->max; i-- > 0;) {
 		struct link *l = &r->links[i];
 		l->fd[0] = l->fd[1] = -1;
+		l->client_no = CLIENTS_NONE;
 		l->quiet.prev = l->quiet.next = &l->quiet;
 		l->connecting.prev = l->connecting.next = &l->connecting;
 		l->next = r->free_list;
@@ -354,7 +415,10 @@ int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t ale
 	pthread_mutex_lock(&r->lock);
 	/* A slot freed while others wait is theirs. */
 	bool waited = r->waiting.n > 0;
-	struct link *l = waited ? NULL : relay_take_slot_locked(r);
+	struct link *l = waited ? NULL : relay_take_slot_locked(r, &source);
+	/* A source not waiting yet may be served while the others' first
+	 * newcomers wait for links to settle: the relay thread is told. */
+	bool new_source = !l && queue_waiting_from(&r->waiting, &source) == 0;
 	if (!l)
 		added = queue_add(&r->waiting, &source, &w, &pushed);
 	pthread_mutex_unlock(&r->lock);
@@ -364,9 +428,9 @@ int relay_take(struct relay *r, int fd, const struct sockaddr *sa, socklen_t ale
 	}
 	if (added != QUEUE_FULL) {
 		uint64_t one = 1;
-		/* One wakeup per run: the relay thread looks at the whole
-		 * queue each turn. */
-		if (!waited && write(r->kick_fd, &one, sizeof(one)) != sizeof(one))
+		/* A wakeup when the queue was empty or the source new to it:
+		 * the relay thread looks at the whole queue each turn. */
+		if ((!waited || new_source) && write(r->kick_fd, &one, sizeof(one)) != sizeof(one))
 			return -errno; /* cannot happen to an eventfd below its maximum */
 		return 0;
 	}
@@ -397,9 +461,11 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	out->refused_full = atomic_load(&r->refused_full);
 	out->refused_queue = atomic_load(&r->refused_queue);
 	out->refused_share = atomic_load(&r->refused_share);
+	out->refused_over_share = atomic_load(&r->refused_over_share);
 	out->refused_resources = atomic_load(&r->refused_resources);
 	out->unreachable = atomic_load(&r->unreachable);
 	out->evicted = atomic_load(&r->evicted);
+	out->evicted_over_share = atomic_load(&r->evicted_over_share);
 	out->idle_closed = atomic_load(&r->idle_closed);
 	out->head_timeout = atomic_load(&r->head_timeout);
 	out->head_evicted = atomic_load(&r->head_evicted);
@@ -415,6 +481,8 @@ void relay_stats(struct relay *r, struct relay_stats *out)
 	pthread_mutex_lock(&r->lock);
 	out->slots = r->limit;
 	out->queue = r->waiting.cap;
+	out->clients = r->clients.held;
+	out->n_top = clients_top(&r->clients, out->top, RELAY_TOP_CLIENTS);
 	pthread_mutex_unlock(&r->lock);
 }
 

@@ -5,6 +5,21 @@
  * relay saw it a moment ago: no sockets, no clock, no locks; a test is one
  * row (the links, then the expected choice).
  *
+ * A client's share (issue 43): the slots divided by the clients holding
+ * links, the newcomer's among them. A client is the address in a
+ * connection's PROXY header (rpc/clients.h); without headers, its peer's.
+ *   - A newcomer whose client holds more than its share takes one of its
+ *     own client's links by the rule below, or is refused: never a link of
+ *     another client.
+ *   - A newcomer whose client holds its share or less takes a link of the
+ *     client holding the most, when that client holds more than its share:
+ *     its youngest idle link; with none idle, its link in flight (moving,
+ *     awaiting, a stream) that has moved the fewest bytes, the youngest of
+ *     those, which is reset: that client was over its share; a link
+ *     connecting only, never.
+ *   - Otherwise (one client, as every connection through a gateway that
+ *     sends no header is) the rule below over every link.
+ *
  * The rule (rpc/keep.h says what keeps a link):
  *   1. The youngest idle link is the victim: a burst of newcomers that are
  *      answered and sit makes room from its own links first.
@@ -28,26 +43,46 @@
 
 /* A link, as the choice sees it. */
 struct victim_link {
+	unsigned client;     /* its client's number (below struct victim_ask's clients) */
 	bool connecting;     /* handed over or connecting: never a victim */
 	enum keep_rule rule; /* what keeps it (KEEP_NONE: idle); not for connecting */
 	int64_t start;       /* when it connected: the larger, the younger */
 	int64_t look_at;     /* when it may become idle, for a newcomer's look
 			      * again; -1: not before a minute (a stream) */
+	uint64_t moved;      /* bytes it moved, both ways */
+};
+
+/* Who asks, and how the slots are shared. */
+struct victim_ask {
+	unsigned newcomer;    /* its client's number */
+	const unsigned *held; /* [clients]: the links each client holds, those
+			       * handed over and not yet in the table included */
+	unsigned clients;
+	unsigned slots;       /* the relay's slots: the shares' and the reserve's size */
+	int64_t now;          /* the relay's time of this turn */
+};
+
+/* Whose links the choice was made among. */
+enum victim_pool {
+	VICTIM_ALL,    /* every link: no client over its share, or one client */
+	VICTIM_OWN,    /* the newcomer's client's: it holds more than its share */
+	VICTIM_LARGEST, /* the client holding the most, over its share */
 };
 
 struct victim_choice {
 	int victim;       /* its index in the table, or -1 */
+	bool cut;         /* the victim is not idle (VICTIM_LARGEST only) */
+	enum victim_pool pool;
 	int64_t look_at;  /* -1: take the victim now (or, with none, refuse);
 			   * else look again then, unless the newcomer's wait
 			   * is over */
-	unsigned kept[4]; /* what keeps the others, by enum keep_rule;
-			   * KEEP_NONE counts the connecting */
+	unsigned kept[4]; /* what keeps the others of the pool, by enum
+			   * keep_rule; KEEP_NONE counts the connecting */
 };
 
 /* links[0..n), in the order the relay keeps them (least recently moved
- * first: among idle links of one age, the first wins). slots: the relay's
- * slots (the reserve's size); now: the relay's time of this turn. */
-void victim_choose(const struct victim_link *links, size_t n, unsigned slots, int64_t now,
+ * first: among idle links of one age, the first wins). */
+void victim_choose(const struct victim_link *links, size_t n, const struct victim_ask *ask,
 		   struct victim_choice *out);
 /* When the first newcomer, queued at since, looks again for a slot, by
  * the choice c made at now: -1 when it does not wait (it takes the victim,

@@ -129,7 +129,7 @@ static void run(unsigned cap, const char *ops, char *got, size_t n)
 		char one[16];
 		struct queue_waiter w, pushed;
 		if (*o == '.') {
-			bool any = queue_first(&q, &w);
+			bool any = queue_first(&q, &w, NULL);
 			queue_drop_first(&q);
 			snprintf(one, sizeof(one), any ? "%d" : "-", w.fd);
 		} else {
@@ -172,6 +172,54 @@ static void sources(void)
 	queue_source_of((struct sockaddr *)&u1, sizeof(sa_family_t), &a);
 	queue_source_of((struct sockaddr *)&u2, sizeof(u2), &b);
 	ok(memcmp(&a, &b, sizeof(a)) == 0, "every unix socket peer is one source");
+	struct sockaddr_storage none = { .ss_family = AF_UNSPEC };
+	queue_source_of((struct sockaddr *)&none, sizeof(sa_family_t), &b);
+	ok(memcmp(&a, &b, sizeof(a)) == 0, "no address (no PROXY header): the one unknown source");
+	char text[64];
+	queue_source_format(&b, text, sizeof(text));
+	is_str(text, "unknown", "...shown as unknown");
+	source('A', &a);
+	queue_source_format(&a, text, sizeof(text));
+	is_str(text, "10.0.0.65", "an IPv4 source shown as its address");
+	in6("2001:db8:1:2::1", &a);
+	queue_source_format(&a, text, sizeof(text));
+	is_str(text, "2001:db8:1:2::/64", "an IPv6 source shown as its /64");
+	struct sockaddr_in zero = { .sin_family = AF_INET };
+	queue_source_of((struct sockaddr *)&zero, sizeof(zero), &a);
+	queue_source_format(&a, text, sizeof(text));
+	is_str(text, "0.0.0.0", "0.0.0.0 is an address, not unknown");
+}
+
+/* A source's first waiter that waits passes the turn, and keeps its place. */
+static void passing(void)
+{
+	static struct queue q;
+	struct queue_waiter w, pushed;
+	struct queue_source a, b;
+	source('A', &a);
+	source('B', &b);
+	queue_init(&q, 8);
+	for (int fd = 1; fd <= 3; fd++)
+		queue_add(&q, fd < 3 ? &a : &b, &(struct queue_waiter){ .fd = fd }, &pushed);
+	is_int(queue_waiting_from(&q, &a), 2, "two wait from A");
+	is_int(queue_waiting_from(&q, &b), 1, "one from B");
+	queue_first_retry(&q, 777);
+	queue_pass_turn(&q);
+	queue_first(&q, &w, &b);
+	is_int(w.fd, 3, "A's first waits: B's turn");
+	queue_drop_first(&q);
+	struct queue_source got;
+	queue_first(&q, &w, &got);
+	ok(w.fd == 1 && w.retry_at == 777 && memcmp(&got, &a, sizeof(a)) == 0,
+	   "...then A's first again, its time to look again kept, its source given");
+	queue_pass_turn(&q);
+	queue_first(&q, &w, NULL);
+	is_int(w.fd, 1, "a lone source passing the turn keeps it");
+	is_str(broken(&q), "", "...the invariants hold");
+	queue_init(&q, 8);
+	queue_pass_turn(&q);
+	queue_first_retry(&q, 5);
+	ok(!queue_first(&q, &w, NULL), "passing the turn of an empty queue changes nothing");
 }
 
 /* The whole queue from a thousand sources and back: the places and the
@@ -191,7 +239,7 @@ static void churn(void)
 			w.fd = (int)i;
 			added += queue_add(&q, &s, &w, &pushed) == QUEUE_ADDED;
 		}
-		while (queue_first(&q, &w)) {
+		while (queue_first(&q, &w, NULL)) {
 			queue_drop_first(&q);
 			served++;
 		}
@@ -284,6 +332,7 @@ int main(void)
 		is_str(case_broke, "", "...the invariants hold after each call");
 	}
 	sources();
+	passing();
 	churn();
 	random_calls();
 	cap_clamped();
