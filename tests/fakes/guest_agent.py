@@ -31,6 +31,8 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
                          its head and half its body, then, 300 ms later, a reset
                          (a guest agent that fails mid-answer)
   GET  /small            "small\n", kept alive
+  GET  /slow?S           "slow\n" after S seconds (a request the guest agent takes
+                         its time over: its link awaits the answer)
   POST /echo             the request body back (an upload echo)
   POST /upload?F         reads the body (Content-Length); writes F.got once the head
                          is in, and F.end once the body has ended: "whole N", "eof N"
@@ -117,6 +119,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.cut()
         elif path == "/small":
             self.send(200, b"small\n", "text/plain")
+        elif path == "/slow":
+            time.sleep(float(self.path.partition("?")[2] or 30))
+            self.send(200, b"slow\n", "text/plain")
         else:
             self.send(404, b"stand-in: not found", "text/plain")
 
