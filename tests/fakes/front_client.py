@@ -115,28 +115,6 @@ def follow(port, path):
     print("lines=%d maxgap=%.1f end=%s" % (lines, maxgap, end), flush=True)
 
 
-def ws_quiet(s, every):
-    """Pings to a server that never answers: the connection's end says it all."""
-    print("upgraded", flush=True)
-    stop = until_term()
-    pings, end, due = 0, "open", time.monotonic()
-    s.settimeout(0.2)
-    while not stop:
-        if time.monotonic() >= due:
-            try:
-                s.sendall(b"ping %d\n" % pings)
-            except OSError:
-                end = "reset"
-                break
-            pings += 1
-            due = time.monotonic() + every
-        _, gone = recv_some(s)
-        if gone:
-            end = gone
-            break
-    print("pings=%d end=%s" % (pings, end), flush=True)
-
-
 def upload(port, path, total, chunk, every):
     s = connect(port)
     s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (path.encode(), total))
@@ -171,7 +149,7 @@ def ws(port, every, quiet=False):
         print("pings=0 pongs=0 end=refused", flush=True)
         return
     if quiet:
-        return ws_quiet(s, every)
+        print("upgraded", flush=True)
     stop = until_term()
     pings = pongs = 0
     end = "open"
@@ -195,7 +173,10 @@ def ws(port, every, quiet=False):
             print("pong", flush=True)
         pongs += buf.count(b"\n")
         buf = buf[buf.rfind(b"\n") + 1:]
-    print("pings=%d pongs=%d end=%s" % (pings, pongs, end), flush=True)
+    if quiet:
+        print("pings=%d end=%s" % (pings, end), flush=True)
+    else:
+        print("pings=%d pongs=%d end=%s" % (pings, pongs, end), flush=True)
 
 
 def urgent(port):

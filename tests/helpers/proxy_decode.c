@@ -5,21 +5,10 @@
  *   proxy_decode FILE...
  *   -> "ok LEN KIND SRC DST" (KIND address, local or unknown; SRC and DST
  *      ip:port, [ipv6]:port or -), "none", "more" or "bad: WHY". */
-#include <arpa/inet.h>
 #include <stdio.h>
 
 #include "rpc/proxy.h"
-
-static void addr(const struct proxy_addr *a, char *buf, size_t n)
-{
-	char ip[INET6_ADDRSTRLEN];
-	if (a->family == AF_INET)
-		snprintf(buf, n, "%s:%u", inet_ntop(AF_INET, a->ip, ip, sizeof(ip)), a->port);
-	else if (a->family == AF_INET6)
-		snprintf(buf, n, "[%s]:%u", inet_ntop(AF_INET6, a->ip, ip, sizeof(ip)), a->port);
-	else
-		snprintf(buf, n, "-");
-}
+#include "tests/lib/proxy_show.h"
 
 int main(int argc, char **argv)
 {
@@ -35,19 +24,9 @@ int main(int argc, char **argv)
 		size_t n = fread(buf, 1, sizeof(buf), f);
 		fclose(f);
 		struct proxy_header h;
-		char s[80], d[80];
-		switch (proxy_parse(buf, n, &h)) {
-		case PROXY_NONE: printf("none\n"); break;
-		case PROXY_MORE: printf("more\n"); break;
-		case PROXY_BAD: printf("bad: %s\n", proxy_why_name(h.why)); break;
-		case PROXY_OK:
-			addr(&h.src, s, sizeof(s));
-			addr(&h.dst, d, sizeof(d));
-			printf("ok %zu %s %s %s\n", h.len,
-			       h.kind == PROXY_ADDRESS ? "address" : h.kind == PROXY_LOCAL ? "local" : "unknown",
-			       s, d);
-			break;
-		}
+		char line[256];
+		proxy_show(proxy_parse(buf, n, &h), &h, line, sizeof(line));
+		printf("%s\n", line);
 	}
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rpc/proxy.h"
+#include "tests/lib/proxy_show.h"
 #include "tests/lib/tap.h"
 
 /* A header and what must come of it. Version 2 headers are written as hex
@@ -178,35 +179,6 @@ static size_t untext(const char *t, unsigned char *out)
 	return n;
 }
 
-static void addr(const struct proxy_addr *a, char *buf, size_t n)
-{
-	char ip[INET6_ADDRSTRLEN];
-	if (a->family == AF_INET)
-		snprintf(buf, n, "%s:%u", inet_ntop(AF_INET, a->ip, ip, sizeof(ip)), a->port);
-	else if (a->family == AF_INET6)
-		snprintf(buf, n, "[%s]:%u", inet_ntop(AF_INET6, a->ip, ip, sizeof(ip)), a->port);
-	else
-		snprintf(buf, n, "-");
-}
-
-static void show(enum proxy_result r, const struct proxy_header *h, char *buf, size_t n)
-{
-	static const char *kinds[] = { [PROXY_ADDRESS] = "address", [PROXY_LOCAL] = "local",
-				       [PROXY_UNKNOWN] = "unknown" };
-	char s[80], d[80];
-	if (r == PROXY_NONE) {
-		snprintf(buf, n, "none");
-	} else if (r == PROXY_MORE) {
-		snprintf(buf, n, "more");
-	} else if (r == PROXY_BAD) {
-		snprintf(buf, n, "bad: %s", proxy_why_name(h->why));
-	} else {
-		addr(&h->src, s, sizeof(s));
-		addr(&h->dst, d, sizeof(d));
-		snprintf(buf, n, "ok %zu %s %s %s", h->len, kinds[h->kind], s, d);
-	}
-}
-
 /* p[0..n) parsed from a buffer of exactly n bytes, so that a read past
  * them is ASan's to find (make asan); the normal build sees the zeros the
  * callers put after them. */
@@ -240,7 +212,7 @@ static void v1_lengths(void)
 			memcpy(line + lines[i].len - 2, "\r\n", 2);
 		struct proxy_header h;
 		char got[128];
-		show(parse_exact(line, lines[i].len, &h), &h, got, sizeof(got));
+		proxy_show(parse_exact(line, lines[i].len, &h), &h, got, sizeof(got));
 		is_str(got, lines[i].want, "v1: a line of %zu bytes, %s", lines[i].len,
 		       lines[i].crlf ? "its CRLF last" : "no CRLF yet");
 	}
@@ -255,7 +227,7 @@ int main(void)
 		struct proxy_header h;
 		char got[512];
 		enum proxy_result r = parse_exact(buf, n, &h);
-		show(r, &h, got, sizeof(got));
+		proxy_show(r, &h, got, sizeof(got));
 		is_str(got, rows[i].want, "%s", rows[i].name);
 		/* A header cut anywhere (a byte at a time) is waited for,
 		 * whole or broken: every prefix says "more", or the same
@@ -277,12 +249,12 @@ int main(void)
 	memset(buf + n, 'x', 2017);
 	struct proxy_header h;
 	char got[512];
-	show(proxy_parse(buf, n + 2017, &h), &h, got, sizeof(got));
+	proxy_show(proxy_parse(buf, n + 2017, &h), &h, got, sizeof(got));
 	is_str(got, "ok 2048 address 1.2.3.4:1 5.6.7.8:2", "v2: a header of exactly 2048 bytes is read");
 	/* An embedded NUL would hide the rest of an address from inet_pton. */
 	n = untext("PROXY TCP4 1.2.3.4", buf);
 	memcpy(buf + n, "\0x 5.6.7.8 1 2\r\n", 16);
-	show(proxy_parse(buf, n + 16, &h), &h, got, sizeof(got));
+	proxy_show(proxy_parse(buf, n + 16, &h), &h, got, sizeof(got));
 	is_str(got, "bad: v1 address malformed", "v1: a NUL inside an address");
 	struct sockaddr_storage ss;
 	struct proxy_addr a = { .family = AF_INET, .port = 8090, .ip = { 10, 0, 0, 1 } };
