@@ -4,7 +4,8 @@
  * holds them. rpc/relay.c is the relay thread's loop and the gate's calls,
  * rpc/link.c a link's life (handed over, connected, ended), rpc/pump.c
  * the bytes it moves, rpc/pipes.c the pool of empty pipes, rpc/evict.c
- * which link a newcomer may take the slot of. */
+ * the table of links told to the victim choice (rpc/victim.c, pure), and
+ * rpc/clients.c who holds the slots. */
 #ifndef HEALTHD_LINK_H
 #define HEALTHD_LINK_H
 

@@ -2,10 +2,8 @@
 #include "rpc/relay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -15,12 +13,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <syslog.h>
 #include <unistd.h>
-
-#include <linux/sockios.h>
 
 #include "base/cleanup.h"
 #include "base/clock.h"
@@ -30,7 +25,6 @@
 #include "rpc/link.h"
 #include "rpc/queue.h"
 #include "rpc/refuse.h"
-
 
 _Static_assert(RELAY_PENDING <= QUEUE_MAX, "the queue holds RELAY_PENDING places");
 
@@ -131,7 +125,6 @@ static int sweep(struct relay *r)
 		next = l->keep.last + r->idle_ms - now;
 	return next < 0 ? -1 : next > INT_MAX ? INT_MAX : (int)next;
 }
-
 
 /* The waiter whose turn it is leaves the queue. */
 static void pending_drop(struct relay *r)
