@@ -396,11 +396,14 @@ static void front_apply(const struct manifest *m)
 	if (!the_server)
 		return;
 	rpc_server_set_proxy(the_server, pp);
-	if (atomic_exchange(&the_pp, pp) != pp)
+	/* Said when it is on, and when it changes; off from the start is
+	 * the default, and says nothing. */
+	int was = atomic_exchange(&the_pp, pp);
+	if (was != pp && (pp || was == 1))
 		log_msg(LOG_INFO, pp ? "app-compose.json declares port %d with \"pp\": true: each "
 				       "public connection is read for a PROXY header first"
-				     : "app-compose.json does not declare port %d with \"pp\": true: no "
-				       "PROXY header is read on it",
+				     : "app-compose.json no longer declares port %d with \"pp\": true: "
+				       "no PROXY header is read on it",
 			the_port);
 }
 

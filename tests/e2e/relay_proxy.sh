@@ -22,6 +22,8 @@
 #     (the gateway's own requests): each served; malformed, over-long or
 #     cut short: closed, nothing relayed, counted, and logged once per
 #     cause however many come;
+#   - the policy followed as app-compose.json can first be read, and as a
+#     reload changes it;
 #   - on a port not declared, a v1 line is relayed as the bytes it is (the
 #     guest agent gets it as its request line) and a v2 header closed as
 #     any binary opening is; nothing of either is read as an address.
@@ -247,10 +249,32 @@ lines=$(grep -c 'PROXY header v1 protocol' "$T/A.log")
 is "$lines" 1 "twenty broken headers of one cause: one line in the journal, not twenty"
 is "$(listener_field A proxy_refused)" 27 "...all twenty counted"
 
+# --- the policy learned when app-compose.json can be read ----------------------------------
+# An agent started before its app-compose.json exists reads no header
+# (nothing says the gateway writes one); once the file is there and read
+# (the next refresh), it does; a reload to a file that no longer declares
+# the port stops it.
+L=$(free_port)
+agent_on LA "$L" - --compose-file "$T/late.json" --relay "127.0.0.1:$S" --interval 1 ||
+	{ echo "not ok - agent LA did not start"; exit 1; }
+out=$(python3 "$PC" "$L" --from 127.0.0.6 --header v2 | sed -n 2p)
+like "$out" '^(closed|reset.*|send failed.*)$' "app-compose.json not there yet: a v2 header is closed, as on any port not declared ($out)"
+declared "$L" >"$T/late.json.tmp" && mv "$T/late.json.tmp" "$T/late.json"
+wait_for 60 grep -q "declares port $L" "$T/LA.log"
+ok $? "the file written: the next refresh reads it, and says the port is declared"
+is "$(python3 "$PC" "$L" --from 127.0.0.6 --header v2 | sed -n 2p)" "HTTP/1.1 200 OK" "...and a v2 header is read, the request relayed"
+cp "$T/app.json" "$T/late.json"
+kill -HUP "$LA_PID"
+wait_for 60 grep -q "no longer declares port $L" "$T/LA.log"
+ok $? "a reload to a file without the port: said once"
+out=$(python3 "$PC" "$L" --from 127.0.0.6 --header v2 | sed -n 2p)
+like "$out" '^(closed|reset.*|send failed.*)$' "...and a v2 header is closed again ($out)"
+
 # --- a port not declared -----------------------------------------------------------------
 U=$(free_port)
 agent_on U "$U" - --compose-file "$T/app.json" --relay "127.0.0.1:$S" || { echo "not ok - agent U did not start"; exit 1; }
-like "$(cat "$T/U.log")" "does not declare port $U" "app-compose.json without port_policy: no header is read, said at start"
+! grep -q 'declares port' "$T/U.log"
+ok $? "app-compose.json without port_policy: nothing said of PROXY headers at start (none is read)"
 out=$(python3 "$PC" "$U" --from 127.0.0.6 --header "text:PROXY UNKNOWN marker-4711\r\n" | tr '\n' ' ')
 like "$out" "Bad request version \('marker-4711'\)" \
 	"a v1 line on a port not declared is relayed as the bytes it is: the guest agent read it as its request line (its answer: $(echo "$out" | grep -o "Bad request version ('[^']*')"))"
