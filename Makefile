@@ -3,7 +3,13 @@
 # AddressSanitizer and UBSan in build-asan/; `make test` runs every test with
 # both; `make run` serves a verdict from the example config.
 VERSION := 0.1.0
-REV := git:$(shell git rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
+# Every git call names this checkout as safe: built as root in a container
+# from a checkout mounted from the host (another owner), git would otherwise
+# refuse it ("dubious ownership"), and the image and the package would lose
+# the commit they are built from. Its config is trusted no more than its
+# Makefile, which runs anyway.
+GIT := git -c safe.directory=$(CURDIR)
+REV := git:$(shell $(GIT) rev-parse --verify -q HEAD 2>/dev/null | cut -c1-20)
 ifeq ($(REV),git:)
 REV := git:unknown
 endif
@@ -60,7 +66,7 @@ $(BUILD)/config.mk: $(BUILD)/pkg-config.id
 	} > $@.tmp && mv $@.tmp $@
 # The targets a person runs on a fresh machine install the dependencies
 # first and build in a sub-make, so they must not need them yet.
-NOCONFIG_GOALS := clean deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
+NOCONFIG_GOALS := clean deps image-deps test run asan bench fuzz fuzz-build fuzz-smoke deb uninstall \
 	install-front
 ifneq ($(if $(MAKECMDGOALS),$(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),all),)
 include $(BUILD)/config.mk
@@ -75,12 +81,13 @@ endif
 JSMN_DEFS := -DJSMN_STRICT -DJSMN_PARENT_LINKS
 HD_CPPFLAGS := -D_GNU_SOURCE -I. -I$(BUILD)/gen $(JSMN_DEFS) \
 	-DHEALTHD_VERSION='"$(VERSION)"' $(PKG_CFLAGS)
-# Bit for bit the same binary from any folder (issue 28 §2; README,
-# "Reproducible builds"): the source folder becomes "." and the build folder
-# "build" in the debug information, the build id that hashes it, and
-# __FILE__ (the generated protobuf code's asserts), wherever either lies. A
-# caller's own map (dpkg's fixfilepath, Yocto's DEBUG_PREFIX_MAP) comes
-# after these in CFLAGS and wins for the folders it names.
+# Bit for bit the same binary from any folder (issue 28 §2;
+# docs/image-builder.md, "Reproducible builds"): the source folder becomes "."
+# and the build folder "build" in the debug information, the build id that
+# hashes it, and __FILE__ (the generated protobuf code's asserts), wherever
+# either lies. A caller's own map (dpkg's fixfilepath, Yocto's
+# DEBUG_PREFIX_MAP) comes after these in CFLAGS and wins for the folders it
+# names.
 REPRO := -ffile-prefix-map=$(CURDIR)=. -ffile-prefix-map=$(abspath $(BUILD))=build
 HD_CFLAGS := -std=c11 $(WARN) $(HARDEN) $(SAN_FLAGS) $(REPRO) -MMD -MP
 HD_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANLD)
@@ -141,12 +148,25 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
 
+# libnghttp2, test-only: test_hpack checks probe/hpack.c against its
+# inflater and deflater (fuzz/hpack_oracle.h); the agent never links it.
+# Without libnghttp2-dev those points skip.
+NGHTTP2_LIBS = $(shell $(PKG_CONFIG) --silence-errors --libs libnghttp2)
+$(BUILD)/obj/tests/unit/test_hpack.o: CPPFLAGS += $(if $(NGHTTP2_LIBS),-DHAVE_NGHTTP2)
+$(BUILD)/tests/test_hpack: LDLIBS += $(NGHTTP2_LIBS)
+
 $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(BUILD)/libhealthd.a
 	@mkdir -p $(dir $@)
 	$(LINK) -o $@ $^ $(LIBS)
 
 deps:
-	build-aux/deps.sh build test fuzz cross
+	build-aux/deps.sh build image test fuzz cross
+
+# What `make image` alone needs (the build's packages, python3 and git): on
+# a fresh Debian 12 where make is not installed yet, run the script itself.
+.PHONY: image-deps
+image-deps:
+	build-aux/deps.sh image
 
 # Everything, with the sanitizer build too, warnings as errors in both; ends
 # with "N passed, N failed". Each phase prints its seconds as it ends
@@ -161,7 +181,7 @@ phase = t=$$(date +%s); $(1) && d=$$(($$(date +%s) - t)) && \
 	echo "== phase $(2): $$d s" && echo "$(2) $$d s" >>$(TEST_PHASES)
 test:
 	@mkdir -p $(BUILD) && : >$(TEST_PHASES)
-	@$(call phase,build-aux/deps.sh build test fuzz cross,deps)
+	@$(call phase,build-aux/deps.sh build image test fuzz cross,deps)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 all,build)
 	@$(call phase,$(MAKE) --no-print-directory -j$(TEST_JOBS) WERROR=1 asan,asan build)
 	@HEALTHD_PHASES="$$(paste -sd, $(TEST_PHASES) | sed 's/,/, /g')" tests/run build build-asan
@@ -192,8 +212,8 @@ SYSTEMDUNITDIR := /lib/systemd/system
 endif
 endif
 INSTALL ?= install
-# Prometheus alerting rules for the agent's metrics (README, "Alerts"), for
-# the operator's Prometheus: beside health.proto.
+# Prometheus alerting rules for the agent's metrics (docs/operator.md,
+# "Alerts"), for the operator's Prometheus: beside health.proto.
 ALERT_RULES := packaging/prometheus/dstack-healthd.rules.yml
 UNITS := systemd/dstack-healthd.service systemd/dstack-healthd.socket \
 	systemd/dstack-healthd-drain.service
@@ -235,13 +255,13 @@ uninstall:
 	done
 	-rmdir $(DESTDIR)$(SYSCONFDIR)/dstack 2>/dev/null
 
-# The front of the agent port in a dstack guest image (README, "In a dstack
-# guest image"): the guest agent's listener moved to 127.0.0.1:18090 and the
-# agent's config that relays to it. Both under SYSCONFDIR (not PREFIX): the
-# guest agent reads /etc/dstack/dstack.toml, the agent /etc/dstack/healthd.json.
-# Apart from `install`, so that a plain install changes no other program's
-# port; the Debian package dstack-healthd-front and the recipe's ${PN}-front
-# ship it.
+# The front of the agent port in a dstack guest image (docs/image-builder.md,
+# "In a dstack guest image"): the guest agent's listener moved to
+# 127.0.0.1:18090 and the agent's config that relays to it. Both under
+# SYSCONFDIR (not PREFIX): the guest agent reads /etc/dstack/dstack.toml, the
+# agent /etc/dstack/healthd.json. Apart from `install`, so that a plain install
+# changes no other program's port; the Debian package dstack-healthd-front and
+# the recipe's ${PN}-front ship it.
 SYSCONFDIR ?= /etc
 FRONT_FILES := packaging/front/dstack.toml packaging/front/healthd.json
 .PHONY: install-front
@@ -252,15 +272,15 @@ install-front:
 # The Debian package, built from a copy of the tracked and new files in a
 # temporary folder (dpkg-buildpackage writes into the parent of the source
 # tree); only the .deb comes back, under $(BUILD)/: the tree's own build
-# folders are neither used nor touched, and it says so. Our own make
-# variables (BUILD=...) must not leak into the package's make. The same
-# commit gives the same .deb bit for bit (README, "Reproducible builds"):
-# SOURCE_DATE_EPOCH is the commit's time, and dpkg clamps the files' times
-# to it. So it needs a git checkout with a commit. A tree that differs from
-# its commit (edits, new files) still builds, since the tests install the
-# package of work not yet committed; but it says so, and the agent is
-# stamped git:<commit>-dirty, so that no such package passes for the commit's.
-DEB_EPOCH = $(shell git log -1 --format=%ct 2>/dev/null)
+# folders are neither used nor touched, and it says so. Our own make variables
+# (BUILD=...) must not leak into the package's make. The same commit gives the
+# same .deb bit for bit (docs/image-builder.md, "Reproducible builds"):
+# SOURCE_DATE_EPOCH is the commit's time, and dpkg clamps the files' times to
+# it. So it needs a git checkout with a commit. A tree that differs from its
+# commit (edits, new files) still builds, since the tests install the package
+# of work not yet committed; but it says so, and the agent is stamped
+# git:<commit>-dirty, so that no such package passes for the commit's.
+DEB_EPOCH = $(shell $(GIT) log -1 --format=%ct 2>/dev/null)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 		{ echo "make deb: needs dpkg-dev and debhelper" >&2; exit 1; }
@@ -269,7 +289,7 @@ deb:
 	@[ -n "$(DEB_EPOCH)" ] || { echo "make deb: needs a git checkout with a commit" \
 		"(it copies the files git tracks, and stamps the commit's revision and time)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
-	@set -e; rev='$(REV)'; changed=$$(git status --porcelain --untracked-files=all); \
+	@set -e; rev='$(REV)'; changed=$$($(GIT) status --porcelain --untracked-files=all); \
 	if [ -n "$$changed" ]; then \
 		rev=$$rev-dirty; \
 		echo "make deb: warning: the tree differs from commit $(REV) in" \
@@ -280,7 +300,7 @@ deb:
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	echo "make deb: building from a copy of the tree in $$tmp (not in $(BUILD)/)"; \
 	mkdir "$$tmp/dstack-healthd-$(VERSION)"; \
-	git ls-files -z -c -o --exclude-standard | \
+	$(GIT) ls-files -z -c -o --exclude-standard | \
 		xargs -0 cp --parents -t "$$tmp/dstack-healthd-$(VERSION)"; \
 	(cd "$$tmp/dstack-healthd-$(VERSION)" && \
 		env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS HEALTHD_REV="$$rev" \
@@ -290,23 +310,23 @@ deb:
 	cp "$$tmp"/dstack-healthd_$(VERSION)_*.deb "$$tmp"/dstack-healthd-front_$(VERSION)_*.deb $(BUILD)/; \
 	ls $(BUILD)/dstack-healthd_$(VERSION)_*.deb $(BUILD)/dstack-healthd-front_$(VERSION)_*.deb
 
-# The sidecar's image (README, "The sidecar's image"), built without docker
-# build: the agent as `make` builds it, the libraries it loads, their
-# copyright files and the list of build inputs, packed as an OCI image
+# The sidecar's image (docs/app-developer.md, "The sidecar's image"), built
+# without docker build: the agent as `make` builds it, the libraries it loads,
+# their copyright files and the list of build inputs, packed as an OCI image
 # archive (that Debian 12's `docker load` reads too) whose manifest digest is
 # printed. The same commit and packages give the same bytes in any folder at
-# any time: every time in it is the commit's (SOURCE_DATE_EPOCH). Outside a
-# git checkout, pass SOURCE_DATE_EPOCH and COMMIT (tests/e2e/image.sh does).
-# `make verify-image IMAGE=REF` builds it and compares with REF by digest,
-# naming the first file that differs.
+# any time: every time in it is the commit's (SOURCE_DATE_EPOCH). Outside a git
+# checkout, pass SOURCE_DATE_EPOCH and COMMIT (tests/e2e/image.sh does). `make
+# verify-image IMAGE=REF` builds it and compares with REF by digest, naming the
+# first file that differs.
 IMAGE_ARCHIVE := $(BUILD)/dstack-healthd-$(VERSION).oci.tar
 SOURCE_DATE_EPOCH ?= $(DEB_EPOCH)
-COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)
+COMMIT ?= $(shell $(GIT) rev-parse --verify -q HEAD 2>/dev/null)
 .PHONY: image verify-image
 image: $(BUILD)/dstack-healthd
 	@[ -n "$(SOURCE_DATE_EPOCH)" ] && [ -n "$(COMMIT)" ] || { echo "make image: needs a git" \
 		"checkout with a commit, or SOURCE_DATE_EPOCH and COMMIT" >&2; exit 1; }
-	@if changed=$$(git status --porcelain --untracked-files=all 2>/dev/null); then \
+	@if changed=$$($(GIT) status --porcelain --untracked-files=all 2>/dev/null); then \
 		tree=clean; [ -z "$$changed" ] || { tree="differs from the commit in $$(printf '%s\n' \
 			"$$changed" | wc -l) file(s)"; echo "make image: warning: the tree $$tree:" \
 			"build-inputs says so" >&2; }; \
@@ -384,10 +404,15 @@ $(FUZZ_BUILD)/libhealthd.a: FORCE
 		CFLAGS="-O1 -g" SAN_FLAGS="-fno-omit-frame-pointer $(FUZZ_SAN)" SANLD="$(FUZZ_SAN)" $@
 endif
 
+# The HPACK oracle's second decoder, libnghttp2's inflater (fuzz/hpack_oracle.h):
+# linked into these two targets only.
+$(FUZZ_BUILD)/fuzz_grpc $(FUZZ_BUILD)/fuzz_hpack: FUZZ_LIBS = -lnghttp2
+$(FUZZ_BUILD)/fuzz_grpc $(FUZZ_BUILD)/fuzz_hpack: fuzz/hpack_oracle.h
+
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_BUILD)/libhealthd.a
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE $(JSMN_DEFS) -I. -I$(FUZZ_BUILD)/gen $(PKG_CFLAGS) \
 		-O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) $(FUZZ_WARN) \
-		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS)
+		-o $@ $< $(FUZZ_BUILD)/libhealthd.a $(PKG_LIBS) $(FUZZ_LIBS)
 
 fuzz-build:
 	@build-aux/deps.sh build fuzz

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* app-compose.json: the fields this agent reads (docs/design.md §4, after dstack's "Opting in" and
+/* app-compose.json: the fields this agent reads (docs/design/verdict.md, after dstack's "Opting in" and
  * "health_status_file"). Rules, after the reference guest's AppCompose:
  * - Other top-level fields are ignored: AppCompose is not deny_unknown_fields.
  * - manifest_version is required (the reference has no default for it); the
@@ -7,8 +7,9 @@
  *   guest accepts them (get_version).
  * - requirements needs manifest_version 3 or later, and inside it only
  *   health_check (a boolean) and health_status_file (an absolute path) are
- *   judged, in their flat form, the only one any dstack guest accepts (README,
- *   "Which requirements forms"); the guest's own fields beside them
+ *   judged, in their flat form, the only one any dstack guest accepts
+ *   (docs/app-developer.md, "Which requirements forms"); the guest's own
+ *   fields beside them
  *   (guest_fields below) are accepted with their types and left to the
  *   guest; anything else is a hard error, as dstack's documentation promises:
  *   that is what keeps a deployment from landing silently on a guest that
@@ -18,7 +19,7 @@
  *   in reports).
  * - runner is a required non-empty string. A runner with no containers to
  *   judge that turns health_check on without a status file is refused:
- *   nothing could ever be judged (docs/design.md §4).
+ *   nothing could ever be judged (docs/design/verdict.md).
  * - A known field given twice is an error: which one wins is not defined.
  * - port_policy, the ports the gateway sends a PROXY header to, as the
  *   guest reads it (agent/portpolicy.h).
@@ -288,7 +289,7 @@ static int parse_doc(const struct json *j, struct app_compose *c, struct errbuf 
 	if (t.requirements < 0)
 		return 0;
 	/* An older guest would drop requirements silently; a current one
-	 * refuses them below version 3 (docs/design.md §4; dstack's "Opting in"). */
+	 * refuses them below version 3 (docs/design/verdict.md; dstack's "Opting in"). */
 	if (c->manifest_version < 3)
 		return errbuf_set(err, EINVAL, "requirements: needs manifest_version \"3\" "
 				  "or later, not %u; an older guest would ignore it",

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* app-compose.json: the part of it this agent reads (docs/design.md §4). */
+/* app-compose.json: the part of it this agent reads (docs/design/verdict.md). */
 #ifndef HEALTHD_COMPOSE_H
 #define HEALTHD_COMPOSE_H
 

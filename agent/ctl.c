@@ -93,7 +93,7 @@ static const char *paint(const struct out *o, bool good)
  * result and streak; or why its label was refused. */
 static void print_agent_probe(const struct json *j, int p)
 {
-	char target[256], status[32], reason[128], fail[16], pass[16], refused[256];
+	char target[256], status[32], reason[384], fail[16], pass[16], refused[256];
 	if (p < 0 || !json_is_object(j, p))
 		return;
 	str(j, json_get(j, p, "refused"), refused, sizeof(refused));
@@ -231,6 +231,37 @@ static void print_refresh(const struct out *o, int r)
 	}
 }
 
+/* The verdict file a sidecar writes (issue 45: where a newcomer looks when the
+ * guest agent finds no file): its path, what was written last and when, and
+ * a failure while it lasts. Nothing when the agent writes none. */
+static void print_vfile(const struct out *o, int f)
+{
+	const struct json *j = o->j;
+	if (f < 0 || !json_is_object(j, f))
+		return;
+	char path[512], last[16], when[40], writes[32], failures[32], err[600];
+	bool failing = false;
+	str(j, json_get(j, f, "path"), path, sizeof(path));
+	str(j, json_get(j, f, "last_written"), last, sizeof(last));
+	str(j, json_get(j, f, "last_write"), when, sizeof(when));
+	str(j, json_get(j, f, "writes"), writes, sizeof(writes));
+	str(j, json_get(j, f, "failures"), failures, sizeof(failures));
+	json_bool(j, json_get(j, f, "failing"), &failing);
+	printf("\nVerdict file:\n  %s: ", path);
+	if (strcmp(writes, "0"))
+		printf("%s%s%s at %s (writes: %s, failed: %s)\n", paint(o, !strcmp(last, "healthy")),
+		       last, o->colour ? "\033[0m" : "", when, writes, failures);
+	else
+		printf("%snot written yet%s (failed: %s)\n", paint(o, false), o->colour ? "\033[0m" : "",
+		       failures);
+	int lf = json_get(j, f, "last_failure");
+	if (failing && lf >= 0 && json_is_object(j, lf)) {
+		str(j, json_get(j, lf, "time"), when, sizeof(when));
+		str(j, json_get(j, lf, "error"), err, sizeof(err));
+		printf("  %sfailing%s: %s (%s)\n", paint(o, false), o->colour ? "\033[0m" : "", err, when);
+	}
+}
+
 static void print_pollers(const struct out *o, int arr)
 {
 	const struct json *j = o->j;
@@ -294,6 +325,7 @@ static int summary(const char *body, size_t len, bool *healthy)
 	int refresh = json_get(&j, 0, "refresh");
 	print_source(&o, json_get(&j, 0, "source"), json_get(&j, 0, "status_file"), refresh);
 	print_refresh(&o, refresh);
+	print_vfile(&o, json_get(&j, 0, "verdict_file"));
 	print_containers(&o, json_get(&j, 0, "containers"));
 	print_pollers(&o, json_get(&j, 0, "pollers"));
 	print_history(&o, json_get(&j, 0, "history"));

@@ -388,7 +388,7 @@ static atomic_int the_pp = -1; /* what was said last: -1 nothing yet */
  * refresh): a PROXY header is read first on each public connection only
  * when the app declared the listener's own port with "pp": true, for then
  * the gateway writes one before every connection it opens to it
- * (docs/design.md §3.1, "Who is asking"). Called on the thread that read the
+ * (docs/design/front.md, "Who is asking"). Called on the thread that read the
  * file; the server's flag is an atomic. */
 static void front_apply(const struct manifest *m)
 {

@@ -2,7 +2,7 @@
 /* app-compose.json's port_policy (Dstack-TEE/dstack, dstack-types
  * AppCompose.port_policy, PortPolicy and PortAttrs): the ports the app
  * declared, and for which the gateway sends a PROXY header first ("pp":
- * true; docs/design.md §3.1, "Who is asking"). Read as the guest reads it:
+ * true; docs/design/front.md, "Who is asking"). Read as the guest reads it:
  *   {"port_policy": {"restrict_mode": false, "ports": [{"port": 8090, "pp": true}]}}
  * every field defaults (ports empty, restrict_mode and pp false) but a
  * port's "port", a u16; a value of another type, a port out of range or a

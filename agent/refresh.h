@@ -20,7 +20,7 @@
 struct stops;
 
 /* A failed refresh keeps the previous verdict this many times in a row; the
- * next failure is reported (docs/design.md §4). */
+ * next failure is reported (docs/design/verdict.md). */
 #define REFRESH_KEPT_FAILURES 2
 
 /* How old a published verdict may get before readers stop passing it off as

@@ -37,7 +37,7 @@ int source_initial_verdict(const struct manifest *m, struct verdict *out)
 	if (!m->ok)
 		return manifest_verdict(m, out);
 	/* Gating off: nothing to determine, so there is no boot window to
-	 * cover (docs/design.md §4, gating off). */
+	 * cover (docs/design/verdict.md, gating off). */
 	if (source_kind(app) == SOURCE_NONE) {
 		out->healthy = true;
 		return 0;
@@ -147,8 +147,8 @@ int source_self_stop_timeout(int64_t *seconds)
 
 /* Who to ask Docker for, most trusted first: the id mountinfo names (the
  * container cannot rename it), then the hostname, which Docker sets to the
- * short id unless the service sets `hostname:` (docs/design.md §4, "The
- * sidecar"). The hostname is asked for only when it is not the same id. */
+ * short id unless the service sets `hostname:` (docs/design/sidecar.md). The
+ * hostname is asked for only when it is not the same id. */
 struct self_keys {
 	char id[SELFID_LEN + 1];
 	enum selfid_source src;

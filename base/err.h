@@ -27,7 +27,7 @@
  * (err_clean): one limit for every source and every message. */
 #define ERR_SHOWN_BYTES 256
 
-/* Which source failed, and how: the whole public error vocabulary (README.md,
+/* Which source failed, and how: the whole public error vocabulary (docs/operator.md,
  * "Errors"), one text each in err.c. */
 enum err_kind {
 	ERR_KIND_NONE = 0, /* not tagged (yet) */

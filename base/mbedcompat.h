@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The mbedtls calls whose shape differs between the two library generations
- * the agent builds against (docs/design.md §2): mbedtls 2.28 (Debian 12) and
+ * the agent builds against (docs/design/dependencies.md): mbedtls 2.28 (Debian 12) and
  * 3.6 (Debian 13, Yocto wrynose), chosen at compile time by
  * MBEDTLS_VERSION_NUMBER. Every other mbedtls call the agent makes has the
  * same shape in both. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A verdict: the answer to "can this instance serve?", in the shape of the
- * HealthResponse message (docs/design.md §3). Sources build one; the cache holds one;
+ * HealthResponse message (docs/design/prpc.md). Sources build one; the cache holds one;
  * the encoders turn one into bytes. */
 #ifndef HEALTHD_VERDICT_H
 #define HEALTHD_VERDICT_H

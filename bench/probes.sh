@@ -12,10 +12,13 @@
 #      first alone, then under an open loop of 100 Health requests/s
 #      (bench/openloop, fresh connections) whose p99 is taken; peak RssAnon
 #      (/proc/PID/status sampled every 20 ms) over both.
-#   3. gRPC (issue 34): detection as in 1, against a real gRPC server
+#   3. gRPC (issues 34, 42): detection as in 1, against a real gRPC server
 #      (tests/fakes/grpc_health.py, python3-grpcio) flipped between SERVING
 #      and NOT_SERVING, with retries 1, so that the target is one interval
-#      + 50 ms; and the load of 2 with 50 containers probed by gRPC.
+#      + 50 ms; then flipped between SERVING and SERVING with grpc-status 14
+#      (the trailers alone say it failed); and the load of 2 with 50
+#      containers probed by gRPC. The memory a gRPC probe in flight takes is
+#      the sizes test_grpc prints (the HPACK decoder and its block).
 # Everything runs on loopback and in a mktemp folder, bounded in time; the
 # Docker peer is bench/fake_docker.py, whose containers' address is
 # 127.0.0.1 (the probed ports are served by bench/probes.py).
@@ -153,25 +156,37 @@ N_CPU=$CPU_PCT N_CPUL=$CPU_LOAD N_ANON=$ANON N_P99=$P99_MS N_OK=$OK
 
 # --- 3. gRPC: detection with retries 1, then 50 containers at 1 s -----------------
 mkdir -p "$T/gst"
-echo SERVING >"$T/gst/app"
-$PY tests/fakes/grpc_health.py "$T/gst" 19500 --ready "$T/g1.ready" >"$T/grpc1.log" 2>&1 &
-PIDS+=($!)
-$PY bench/fake_docker.py --listen "$T/dg.sock" --containers 1 --project bench \
-	--probe-port 19500 --probe-interval 1s --probe-label 'grpc://:{port}/app' --probe-retries 1 \
-	>"$T/fakeg.log" 2>&1 &
-PIDS+=($!)
-wait_sock "$T/dg.sock" && timeout 30 bash -c "until [ -e '$T/g1.ready' ]; do sleep 0.1; done" ||
-	{ echo "bench: the gRPC server or the fake Docker did not start" >&2; exit 2; }
-agent grpc "$T/dg.sock" "unix:$T/ag.sock"
-wait_sock "$T/ag.sock" || { echo "bench: the agent did not start" >&2; exit 2; }
-line=$(timeout $((FLIPS * 20 + 120)) $PY bench/probes.py flips "$T/ag.sock" "$T/gst/app" "$FLIPS" \
-	NOT_SERVING SERVING)
-stop_all
-gfails=$(printf '%s' "$line" | sed -n 's/.*fail_ms=\([^ ]*\).*/\1/p' | tr , ' ')
-grecs=$(printf '%s' "$line" | sed -n 's/.*rec_ms=\([^ ]*\).*/\1/p' | tr , ' ')
-[ -n "$gfails" ] || { echo "bench: no gRPC flips measured ($line)" >&2; exit 2; }
+# grpc_flips NAME BAD: a real gRPC server flipped between SERVING and BAD,
+# probed at 1 s with retries 1 by an agent of its own; sets FAILS and RECS.
+grpc_flips() {
+	echo SERVING >"$T/gst/app"
+	$PY tests/fakes/grpc_health.py "$T/gst" 19500 --ready "$T/$1.ready" >"$T/$1-grpc.log" 2>&1 &
+	PIDS+=($!)
+	$PY bench/fake_docker.py --listen "$T/d-$1.sock" --containers 1 --project bench \
+		--probe-port 19500 --probe-interval 1s --probe-label 'grpc://:{port}/app' \
+		--probe-retries 1 >"$T/fake-$1.log" 2>&1 &
+	PIDS+=($!)
+	wait_sock "$T/d-$1.sock" && timeout 30 bash -c "until [ -e '$T/$1.ready' ]; do sleep 0.1; done" ||
+		{ echo "bench: the gRPC server or the fake Docker did not start" >&2; exit 2; }
+	agent "$1" "$T/d-$1.sock" "unix:$T/a-$1.sock"
+	wait_sock "$T/a-$1.sock" || { echo "bench: the agent did not start" >&2; exit 2; }
+	line=$(timeout $((FLIPS * 20 + 120)) $PY bench/probes.py flips "$T/a-$1.sock" "$T/gst/app" \
+		"$FLIPS" "$2" SERVING)
+	stop_all
+	FAILS=$(printf '%s' "$line" | sed -n 's/.*fail_ms=\([^ ]*\).*/\1/p' | tr , ' ')
+	RECS=$(printf '%s' "$line" | sed -n 's/.*rec_ms=\([^ ]*\).*/\1/p' | tr , ' ')
+	[ -n "$FAILS" ] || { echo "bench: no gRPC flips measured ($line)" >&2; exit 2; }
+}
+grpc_flips flip-serving NOT_SERVING
+gfails=$FAILS grecs=$RECS
+# The final status decides (issue 42): SERVING, then UNAVAILABLE in the trailers.
+grpc_flips flip-trailers SERVING/UNAVAILABLE
+tfails=$FAILS trecs=$RECS
 # shellcheck disable=SC2086
 GF50=$(pct 50 $gfails) GF99=$(pct 99 $gfails) GR50=$(pct 50 $grecs) GR99=$(pct 99 $grecs)
+# shellcheck disable=SC2086
+TF50=$(pct 50 $tfails) TF99=$(pct 99 $tfails) TR50=$(pct 50 $trecs) TR99=$(pct 99 $trecs)
+MEM=$("$B/tests/test_grpc" 2>/dev/null | sed -n 's/^# a gRPC probe in flight: struct grpc_answer \([0-9]*\) bytes, of which the HPACK decoder and its block \([0-9]*\)$/\1 \/ \2/p')
 $PY tests/fakes/grpc_health.py "$T/gst" $(seq 19600 19649) --ready "$T/g50.ready" \
 	>"$T/grpc50.log" 2>&1 &
 PEER=$!
@@ -184,7 +199,7 @@ ended "$PEER"
 
 # --- the table -----------------------------------------------------------------------
 {
-	echo "== probes (issues 27, 34): $FLIPS flips; 50 containers for $SECS s each"
+	echo "== probes (issues 27, 34, 42): $FLIPS flips; 50 containers for $SECS s each"
 	printf '%-52s %12s %12s  %s\n' "measure" "probes" "reference" "target"
 	printf '%-52s %12s %12s  %s\n' "detection p50 / p99 (ms), interval 1 s x retries 3" \
 		"$F50 / $F99" "3000" "p99 < 3050"
@@ -202,6 +217,12 @@ ended "$PEER"
 		"$GF50 / $GF99" "1000" "p99 < 1050"
 	printf '%-52s %12s %12s  %s\n' "gRPC recovery p50 / p99 (ms), interval 1 s x 1" \
 		"$GR50 / $GR99" "1000" "p99 < 1050"
+	printf '%-52s %12s %12s  %s\n' "gRPC SERVING then status 14: detection p50 / p99" \
+		"$TF50 / $TF99" "1000" "p99 < 1050"
+	printf '%-52s %12s %12s  %s\n' "gRPC SERVING then status 14: recovery p50 / p99" \
+		"$TR50 / $TR99" "1000" "p99 < 1050"
+	printf '%-52s %12s %12s  %s\n' "gRPC probe in flight / its decoder, bytes" \
+		"${MEM:-?}" "" "decoder <= 8192"
 	printf '%-52s %12s %12s  %s\n' "agent CPU, % of one core (50 gRPC containers)" \
 		"$G_CPU" "$N_CPU" "gRPC < 2"
 	printf '%-52s %12s %12s  %s\n' "agent CPU, %, gRPC, with Health at 100/s" \
@@ -214,4 +235,6 @@ ended "$PEER"
 	echo "recovery ms: $recs"
 	echo "gRPC detection ms: $gfails"
 	echo "gRPC recovery ms: $grecs"
+	echo "gRPC SERVING then status 14, detection ms: $tfails"
+	echo "gRPC SERVING then status 14, recovery ms: $trecs"
 } | tee "$B/bench/probes.txt"

@@ -19,11 +19,11 @@
 #             its 5 s timer, no events, no stopping rule, no drain
 #             (tests/fakes/guest_health.py cites what it follows)
 # and, for this agent's two ways, the recreate once more with proxies that
-# retry a backend that is away for 4 s (recreate-retrying: README's advice
-# for kept-alive connections; the plain proxies again after it). Prints a
-# row per scenario, judge and connect_top_n: requests sent,
-# failed (fresh / kept-alive / 1 s), the instance-seconds out of rotation
-# (mean of the group's two nodes), the scenario's length.
+# retry a backend that is away for 4 s (recreate-retrying: the operator's
+# guide's advice for kept-alive connections; the plain proxies again after it).
+# Prints a row per scenario, judge and connect_top_n: requests sent, failed
+# (fresh / kept-alive / 1 s), the instance-seconds out of rotation (mean of the
+# group's two nodes), the scenario's length.
 #
 # Figures, not a test: exits 0, or 2 on a setup error. Needs root.
 #   bench/rollout.sh [BUILD_DIR]       (BENCH_ONLY=rollout make bench)

@@ -2,14 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that the Debian packages a purpose needs are installed; installs the
 # missing ones when run as root on Debian, names them otherwise.
-#   build-aux/deps.sh build [test] [fuzz] [bench] [cross]
+#   build-aux/deps.sh build [image] [test] [fuzz] [bench] [cross]
+#   build-aux/deps.sh --list PURPOSE...   the packages, one line, no check
 # Only the targets a person runs on a fresh machine call it (make deps, test,
-# bench, run, fuzz); plain `make` and the package build never do.
+# bench, run, fuzz, image-deps); plain `make` and the package build never do.
+# `build-aux/deps.sh image` alone is what `make image` needs on a fresh
+# Debian 12 (a container has no make yet): the build's list and the image's.
 set -eu
 
 pkgs_build="gcc make pkg-config libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libjsmn-dev libmbedtls-dev libsystemd-dev"
-# make image packs the sidecar's image with python3 (build-aux/image.py).
-pkgs_build="$pkgs_build python3"
+# make image packs the sidecar's image with python3 (build-aux/image.py) and
+# stamps it with the commit and its time, which git reads from the checkout.
+pkgs_image="python3 git"
 pkgs_test="curl protobuf-compiler docker.io docker-compose busybox-static python3 iproute2 procps openssl"
 # promtool, which checks /metrics (tests/e2e/status.sh).
 pkgs_test="$pkgs_test prometheus"
@@ -31,6 +35,12 @@ pkgs_test="$pkgs_test util-linux nftables"
 # A real gRPC server with the standard health service, for the gRPC probes
 # (tests/e2e/grpc_probes.sh, bench/probes.sh).
 pkgs_test="$pkgs_test python3-grpcio"
+# Encoders and decoders of HPACK and HTTP/2 nobody here wrote, to check the
+# gRPC probes' decoder against (issue 42): Python's hpack and h2 make the
+# blocks tests/unit/test_hpack.c decodes and the peers of grpc_probes.sh;
+# libnghttp2's inflater is test_hpack's second decoder. Tests only: the
+# agent links none of them.
+pkgs_test="$pkgs_test python3-hpack python3-h2 libnghttp2-dev"
 # The sidecar's image pushed as built and pulled by digest (tests/e2e/image.sh):
 # skopeo and a registry on loopback; diffoscope's account of two builds that
 # differ (tests/e2e/reproducible.sh too).
@@ -38,7 +48,9 @@ pkgs_test="$pkgs_test skopeo docker-registry diffoscope-minimal"
 # The example app's proxy: Debian's Caddy in a busybox root
 # (tests/e2e/example.sh; the iptables its bridge needs comes with docker.io).
 pkgs_test="$pkgs_test caddy"
-pkgs_fuzz="clang libclang-rt-14-dev"
+# libnghttp2's inflater: the second decoder of the HPACK oracle
+# (fuzz/hpack_oracle.h, fuzz_hpack and fuzz_grpc).
+pkgs_fuzz="clang libclang-rt-14-dev libnghttp2-dev"
 
 pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose busybox-static python3-grpcio"
 # The arm64 cross build (tests/e2e/cross.sh), as a Yocto build drives the
@@ -48,11 +60,14 @@ pkgs_bench="wrk nginx valgrind util-linux curl python3 docker.io docker-compose 
 cross_arch=arm64
 pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils pkgconf:arm64 protobuf-c-compiler libjsmn-dev libmicrohttpd-dev:arm64 libprotobuf-c-dev:arm64 libsystemd-dev:arm64 libmbedtls-dev:arm64"
 
+list=
+[ "${1:-}" = --list ] && { list=1; shift; }
 want=""
 foreign=""
 for purpose in "$@"; do
 	case "$purpose" in
 	build) want="$want $pkgs_build" ;;
+	image) want="$want $pkgs_build $pkgs_image" ;;
 	test) want="$want $pkgs_test" ;;
 	bench) want="$want $pkgs_bench" ;;
 	fuzz) want="$want $pkgs_fuzz" ;;
@@ -60,6 +75,13 @@ for purpose in "$@"; do
 	*) echo "deps.sh: unknown purpose '$purpose'" >&2; exit 2 ;;
 	esac
 done
+
+# The list alone, e.g. for a root made with debootstrap --include
+# (tests/lib/rootfs.sh), so that it cannot drift from what is checked here.
+if [ -n "$list" ]; then
+	echo $want
+	exit 0
+fi
 
 # Packages of another architecture are known to apt only once dpkg has it.
 add_arch=""

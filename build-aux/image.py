@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""The sidecar's image (README, "The sidecar's image"), without docker build.
+"""The sidecar's image (docs/app-developer.md, "The sidecar's image"),
+without docker build.
 
   build-aux/image.py OUT AGENT
 
@@ -52,7 +53,7 @@ ENV = [
     "DSTACK_HEALTHD_LISTEN=",
     "DSTACK_HEALTHD_VERDICT_FILE=/verdict/status",
     # On stop it asks the guest agent when it serves the file's unhealthy
-    # (README: extra_hosts host.docker.internal:host-gateway).
+    # (docs/app-developer.md: extra_hosts host.docker.internal:host-gateway).
     "DSTACK_HEALTHD_STOP_GUEST_AGENT=host.docker.internal:8090",
 ]
 MEDIA = {
@@ -224,7 +225,7 @@ def main():
     t.add_file("etc/group", ("root:x:0:\n%s:x:%d:\n" % (USER, GID)).encode())
     t.add_file("etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files dns\n")
     # The verdict's folder, the user's: a named volume mounted there takes
-    # its owner and mode when Docker creates it (README).
+    # its owner and mode when Docker creates it (docs/app-developer.md).
     t.add_dir("verdict", 0o755, UID)
     # No /run: the tmpfs that covers it on a read-only root (for the control
     # socket) then starts 1777, and the agent makes its 0700 folder there.

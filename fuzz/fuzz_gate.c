@@ -6,8 +6,8 @@
  * and K bytes of 'a' are put where the first 0xff byte is (or at the end),
  * so that heads past the bound (32 KiB) are reached within the fuzzer's
  * -max_len.
- * Oracle, from RFC 9112 and README's routing rule rather than from gate.c,
- * and exact: for each input one route is right, and any other fails.
+ * Oracle, from RFC 9112 and docs/design/front.md's routing rule rather than
+ * from gate.c, and exact: for each input one route is right, and any other fails.
  *   - Without a relay: the agent's when the bytes can begin a request,
  *     else closed.
  *   - With one, bytes that cannot begin a request are closed, and so are

@@ -4,7 +4,7 @@
  * rest is the file, of which statusfile_judge reads the first
  * STATUSFILE_MAX_BYTES. Oracle: the verdict is healthy exactly when the
  * bytes are a valid, fresh `healthy` file by the rules, written again here
- * from the README rather than from statusfile.c. */
+ * from docs/app-developer.md rather than from statusfile.c. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <strings.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself (issue 27): labels, answers and results.
- * Pure; docs/design.md §4 "Probes" says why each rule is what it is. */
+ * Pure; docs/design/probes.md says why each rule is what it is. */
 #include "probe/probe.h"
 
 #include <errno.h>
@@ -229,9 +229,11 @@ static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n
 		rest = "/";
 	if (*rest != '/')
 		return say(why, n, PROBE_LABEL, shape);
+	bool grpc = s->kind == PROBE_GRPC || s->kind == PROBE_GRPCS;
 	/* gRPC: the path is the service asked about (Kubernetes' grpc.service),
-	 * sent as written; none asks for the server as a whole. */
-	if (s->kind == PROBE_GRPC || s->kind == PROBE_GRPCS) {
+	 * sent as written, not a URL's path; none asks for the server as a
+	 * whole. */
+	if (grpc) {
 		rest++;
 		if (strchr(rest, '?'))
 			return say(why, n, PROBE_LABEL, "a gRPC service name takes no query");
@@ -239,10 +241,18 @@ static int parse_target(const char *v, struct probe_spec *s, char *why, size_t n
 	size_t len = strlen(rest);
 	if (len > PROBE_PATH_MAX)
 		return say(why, n, PROBE_LABEL, "the path is longer than 1024 bytes");
-	for (size_t i = 0; i < len; i++)
-		if (!target_char((unsigned char)rest[i]))
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)rest[i];
+		/* The service's name is shown in the operator's view and the
+		 * journal as it is, so it must be plain text. */
+		if (grpc && (c < 0x20 || c > 0x7e))
+			return say(why, n, PROBE_LABEL,
+				   "a gRPC service name must be printable ASCII (it is shown in "
+				   "entries and logs)");
+		if (!grpc && !target_char(c))
 			return say(why, n, PROBE_LABEL,
 				   "the path has a character that must be percent-encoded");
+	}
 	memcpy(s->path, rest, len + 1);
 	return 0;
 }
@@ -293,6 +303,8 @@ const char *probe_result_text(enum probe_result r)
 		[PROBE_ERROR] = "probe could not run",
 		[PROBE_GRPC_STATUS] = "gRPC health status not SERVING",
 		[PROBE_GRPC_NO_MESSAGE] = "gRPC call ended without an answer",
+		[PROBE_GRPC_CALL_STATUS] = "gRPC call failed",
+		[PROBE_HTTP1] = "HTTP/1 answer, not HTTP/2",
 		[PROBE_GRPC_BAD] = "not a gRPC answer",
 		[PROBE_STREAM_RESET] = "gRPC call reset (RST_STREAM)",
 		[PROBE_GOAWAY] = "connection closed by the server (GOAWAY)",
@@ -313,6 +325,7 @@ const char *probe_result_name(enum probe_result r)
 		[PROBE_GRPC_STATUS] = "grpc_status", [PROBE_GRPC_NO_MESSAGE] = "grpc_no_message",
 		[PROBE_GRPC_BAD] = "grpc_bad_answer", [PROBE_STREAM_RESET] = "stream_reset",
 		[PROBE_GOAWAY] = "goaway", [PROBE_BOUNDS] = "bounds", [PROBE_STALLED] = "stalled",
+		[PROBE_GRPC_CALL_STATUS] = "grpc_call_status", [PROBE_HTTP1] = "http1",
 	};
 	return r >= 0 && r < PROBE_N_RESULTS ? t[r] : "?";
 }
@@ -407,8 +420,9 @@ bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
 	s->runs++;
 	s->last = r;
 	s->last_status = http_status;
-	/* The prober adds a refused key after this, when there is one. */
+	/* The prober adds a refused key and its detail after this. */
 	memset(&s->last_key, 0, sizeof(s->last_key));
+	s->last_detail[0] = '\0';
 	s->last_ms = now_ms;
 	if (r == PROBE_PASS) {
 		s->failing_streak = 0;
@@ -446,6 +460,19 @@ static const char *serving_name(int status)
 	return status >= 0 && status < 4 ? t[status] : NULL;
 }
 
+/* gRPC's status codes (grpc's doc/statuscodes.md): the public words name a
+ * call's final status from this table, never from the answer. */
+static const char *grpc_code_name(int code)
+{
+	static const char *const t[] = {
+		"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+		"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+		"ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+		"UNAUTHENTICATED",
+	};
+	return code >= 0 && code < (int)(sizeof(t) / sizeof(t[0])) ? t[code] : NULL;
+}
+
 /* HTTP/2's error codes (RFC 9113 §7), for the operator. */
 static const char *h2_error_name(int code)
 {
@@ -460,31 +487,37 @@ static const char *h2_error_name(int code)
 
 void probe_last_detail(const struct probe_state *s, char *buf, size_t n)
 {
-	char last[64];
+	char last[64], code[96];
 	const char *name = h2_error_name(s->last_status);
 	probe_last_text(s, last, sizeof(last));
 	const struct probe_key_refusal *key = &s->last_key;
 	if (s->last == PROBE_STREAM_RESET || s->last == PROBE_GOAWAY)
-		snprintf(buf, n, "%s, HTTP/2 error code %d%s%s", last, s->last_status,
+		snprintf(code, sizeof(code), ", HTTP/2 error code %d%s%s", s->last_status,
 			 name ? " " : "", name ? name : "");
 	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_BITS)
-		snprintf(buf, n, "%s, server RSA key of %u bits, over %u", last, key->bits,
+		snprintf(code, sizeof(code), ", server RSA key of %u bits, over %u", key->bits,
 			 PROBE_RSA_MAX_BITS);
 	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_EXPONENT && key->bits <= 64)
-		snprintf(buf, n, "%s, server RSA exponent %llu, over %u", last,
+		snprintf(code, sizeof(code), ", server RSA exponent %llu, over %u",
 			 (unsigned long long)key->exponent, PROBE_RSA_MAX_EXPONENT);
 	else if (s->last == PROBE_TLS && key->bound == PROBE_KEY_EXPONENT)
-		snprintf(buf, n, "%s, server RSA exponent of %u bits, over %u", last, key->bits,
+		snprintf(code, sizeof(code), ", server RSA exponent of %u bits, over %u", key->bits,
 			 PROBE_RSA_MAX_EXPONENT);
 	else
-		snprintf(buf, n, "%s", last);
+		code[0] = '\0';
+	snprintf(buf, n, "%s%s%s%.*s", last, code, s->last_detail[0] ? ", " : "",
+		 (int)sizeof(s->last_detail), s->last_detail);
 }
 
 void probe_last_text(const struct probe_state *s, char *buf, size_t n)
 {
-	const char *serving = serving_name(s->last_status);
+	const char *serving = serving_name(s->last_status), *code = grpc_code_name(s->last_status);
 	if (s->last == PROBE_GRPC_STATUS)
 		snprintf(buf, n, "gRPC health status %s", serving ? serving : "out of range");
+	else if (s->last == PROBE_GRPC_CALL_STATUS && code)
+		snprintf(buf, n, "gRPC status %s", code);
+	else if (s->last == PROBE_GRPC_CALL_STATUS)
+		snprintf(buf, n, "gRPC status code %d", s->last_status);
 	else if (s->last_status && (s->last == PROBE_PASS || s->last == PROBE_STATUS))
 		snprintf(buf, n, "%s%sHTTP status %d%s", s->last == PROBE_PASS ? "passed" : "",
 			 s->last == PROBE_PASS ? " (" : "", s->last_status,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Probes the agent runs itself for images that cannot run a Docker
- * healthcheck (issue 27, docs/design.md §4 "Probes"): the pure parts. The
+ * healthcheck (issue 27, docs/design/probes.md): the pure parts. The
  * dstack.healthd.* labels into a spec, the answer of one probe into a
  * result, and a run of results into a status, exactly as Docker judges a
  * healthcheck (moby daemon/health.go, handleProbeResult) with Kubernetes'
@@ -64,8 +64,8 @@ int probe_parse_duration(const char *s, int64_t *ns);
  * own fixed vocabulary: the public answer may carry them. */
 enum probe_result {
 	PROBE_NONE = 0,  /* no probe has run yet */
-	PROBE_PASS,      /* TCP connected; HTTP 200-399; gRPC SERVING */
-	PROBE_STATUS,    /* HTTP answered outside 200-399 */
+	PROBE_PASS,      /* TCP connected; HTTP 200-399; gRPC SERVING, then status OK */
+	PROBE_STATUS,    /* HTTP answered outside 200-399; gRPC's :status not 200 */
 	PROBE_REFUSED,
 	PROBE_TIMEOUT,   /* the probe's timeout passed first */
 	PROBE_UNREACHABLE,
@@ -77,11 +77,13 @@ enum probe_result {
 	PROBE_ERROR,     /* the agent could not run it (no socket left, ...) */
 	/* gRPC (probe/grpc.h) */
 	PROBE_GRPC_STATUS,     /* a HealthCheckResponse other than SERVING */
-	PROBE_GRPC_NO_MESSAGE, /* the call ended without one (a gRPC error) */
+	PROBE_GRPC_NO_MESSAGE, /* the call ended OK without one */
 	PROBE_GRPC_BAD,        /* not HTTP/2 or gRPC as they are written */
 	PROBE_STREAM_RESET,    /* RST_STREAM on the call's stream */
 	PROBE_GOAWAY,          /* the server closed the connection first */
-	PROBE_BOUNDS,          /* a frame, frames or bytes over the bounds */
+	PROBE_BOUNDS,          /* a frame, frames, bytes or a header block over the bounds */
+	PROBE_GRPC_CALL_STATUS, /* the call's final status (grpc-status) is not OK */
+	PROBE_HTTP1,           /* an HTTP/1 answer where HTTP/2 was spoken */
 	/* Not a probe's result: the record handed to the judge is older than
 	 * interval + timeout + slack (the prober fell behind), so its last
 	 * result no longer speaks for the app (issue 34). */
@@ -128,6 +130,11 @@ struct probe_key_refusal {
 	uint64_t exponent; /* PROBE_KEY_EXPONENT of 64 bits or fewer: its value */
 };
 
+/* The operator's words on a probe's last result, beyond the public ones:
+ * the rule a gRPC answer broke, or the server's grpc-message, escaped and
+ * cut (probe/grpc.c). Never in a public answer. */
+#define PROBE_DETAIL_MAX 160
+
 /* A probe's record, as Docker keeps State.Health. Times are CLOCK_REALTIME
  * ms (start_period is measured from the container's StartedAt, as Docker
  * does). */
@@ -136,11 +143,15 @@ struct probe_state {
 	unsigned failing_streak, passing_streak;
 	enum probe_result last;
 	/* Of the last probe: the HTTP status, the gRPC serving status
-	 * (PROBE_GRPC_STATUS) or the HTTP/2 error code (PROBE_STREAM_RESET,
-	 * PROBE_GOAWAY); 0 when none. */
+	 * (PROBE_GRPC_STATUS), the gRPC status (PROBE_GRPC_CALL_STATUS) or
+	 * the HTTP/2 error code (PROBE_STREAM_RESET, PROBE_GOAWAY); 0 when
+	 * none. */
 	int last_status;
 	/* Of a last PROBE_TLS that refused the server's key; zero otherwise. */
 	struct probe_key_refusal last_key;
+	/* The operator's words on the last result ("" when none); the prober
+	 * sets them after probe_state_apply, which clears them. */
+	char last_detail[PROBE_DETAIL_MAX];
 	int64_t last_ms;  /* when the last probe ended; 0: none yet */
 	int64_t since_ms; /* when status last changed (or the target appeared) */
 	uint64_t runs;
@@ -158,10 +169,11 @@ bool probe_state_apply(struct probe_state *s, const struct probe_spec *spec,
  * (connection refused)"), into buf. */
 void probe_state_text(const struct probe_state *s, char *buf, size_t n);
 /* "HTTP status 500", "connection refused", "passed (HTTP status 204)",
- * "gRPC health status NOT_SERVING": the public words. */
+ * "gRPC health status NOT_SERVING", "gRPC status UNAVAILABLE": the public
+ * words, from the agent's own tables. */
 void probe_last_text(const struct probe_state *s, char *buf, size_t n);
 /* The same with what only the operator sees (the HTTP/2 error code of a
- * reset or a GOAWAY, the server key a TLS probe refused). */
+ * reset or a GOAWAY, the server key a TLS probe refused, last_detail). */
 void probe_last_detail(const struct probe_state *s, char *buf, size_t n);
 
 /* What a container's probe is, for the judge and the operator's view:

@@ -9,7 +9,7 @@
 int probe_view_json(struct json_buf *b, const char *label, const struct container_probe *p)
 {
 	static const char *const st[] = { "starting", "healthy", "unhealthy" };
-	char last[128], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
+	char last[64 + 96 + PROBE_DETAIL_MAX], target[sizeof(p->target) + PROBE_PATH_MAX + 8];
 	if (!p)
 		return json_buf_puts(b, "null");
 	int r = json_buf_puts(b, "{");

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One probe as the operator's view shows it (issue 27; docs/design.md §7):
+/* One probe as the operator's view shows it (issue 27; docs/design/public-local.md):
  * so that the view's JSON says what a probe is without the agent knowing
  * how one works. */
 #ifndef HEALTHD_PROBE_VIEW_H

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own probes (issue 27): one thread, one epoll set, every
  * socket non-blocking with a deadline. Answers are judged by
- * probe/probe.c (over base/http_parse.c's parser); TLS is mbedtls with
- * no certificate check (Kubernetes' rule for HTTPS probes). */
+ * probe/probe.c (over base/http_parse.c's parser) and probe/grpc.c; TLS is
+ * mbedtls with no certificate check (Kubernetes' rule for HTTPS probes). */
 #include "probe/prober.h"
 
 #include <arpa/inet.h>
@@ -24,6 +24,7 @@
 #include <mbedtls/ssl.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/mbedcompat.h"
 #include "probe/grpc.h"
 
@@ -41,6 +42,7 @@ struct target {
 	struct probe_state st;
 	char text[160]; /* the public words last told: a change kicks */
 	bool told_healthy; /* the class last told: a change kicks soon */
+	uint32_t logged; /* a hash of the operator's words last logged */
 	int64_t due;    /* CLOCK_MONOTONIC ms */
 	bool in_flight;
 };
@@ -58,13 +60,17 @@ struct conn {
 	char req[GRPC_MAX_REQUEST];
 	size_t req_len, req_off;
 	struct probe_answer ans;
-	struct grpc_answer grpc;
-	unsigned acks_sent; /* SETTINGS ACKs written whole */
-	size_t ack_off;     /* bytes written of the next one */
+	/* A gRPC probe's reader, its own while in flight (about 9 KiB):
+	 * the other probes need none. */
+	struct grpc_answer *grpc;
+	/* A TLS write of the replies the server is owed that must be tried
+	 * again with the same length (mbedtls_ssl_write's rule); 0: none. */
+	size_t owed_try;
 	mbedtls_ssl_context *ssl;
 	bool key_judged; /* the server's key was looked at (handshake) */
 	struct probe_key_refusal key; /* why it was refused; zero if it was not */
 	int io_errno;
+	uint32_t events; /* watched for (watch) */
 	bool late; /* its deadline passed with bytes ready: had its one more step */
 };
 
@@ -190,9 +196,10 @@ static int client_conf(struct prober *p, mbedtls_ssl_config *conf)
 					    MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
 	if (r != 0)
 		return r;
-	/* Kubernetes' HTTPS and gRPC probes skip verification: the
-	 * container's certificate names a public host, not the address
-	 * probed. */
+	/* Kubernetes' HTTPS probes skip verification: the container's
+	 * certificate names a public host, not the address probed. (Its gRPC
+	 * probes speak no TLS at all; grpcs:// is the agent's own, and
+	 * follows the HTTPS rule.) */
 	mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_NONE);
 	mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &p->drbg);
 	mbedcompat_conf_min_tls12(conf);
@@ -274,12 +281,23 @@ static void conn_close(struct prober *p, struct conn *c)
 		close(c->fd);
 	}
 	probe_answer_free(&c->ans);
+	free(c->grpc);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
 }
 
+/* FNV-1a: enough to tell the words last logged from new ones. */
+static uint32_t words_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
 /* Records c's result in its target, if the target is still wanted, and
- * closes c. */
+ * closes c. A gRPC probe's outcome also says, for the operator, what
+ * decided it. */
 static void finish(struct prober *p, struct conn *c, enum probe_result r, int status)
 {
 	bool kick = false, soon = false;
@@ -287,6 +305,10 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 	uint64_t gen = c->gen;
 	int64_t start = c->start_real;
 	struct probe_key_refusal key = c->key;
+	char detail[PROBE_DETAIL_MAX] = "", told[64 + 96 + PROBE_DETAIL_MAX] = "", id[13] = "";
+	/* Where a gRPC answer stopped, for one that timed out. */
+	if (c->grpc && (c->grpc->state == GRPC_DONE || r == PROBE_TIMEOUT))
+		grpc_answer_detail(c->grpc, detail, sizeof(detail));
 	conn_close(p, c);
 	pthread_mutex_lock(&p->lock);
 	if (r > PROBE_NONE && r < PROBE_N_RESULTS)
@@ -298,6 +320,7 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 		char text[sizeof(t->text)];
 		probe_state_apply(&t->st, &t->spec, r, status, start, t->started_ms, real);
 		t->st.last_key = key;
+		memcpy(t->st.last_detail, detail, sizeof(detail));
 		probe_state_text(&t->st, text, sizeof(text));
 		/* A change in the public words (status, or the reason of a
 		 * failing probe) is what a refresh would publish: ask for one,
@@ -308,6 +331,16 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 		bool healthy = t->st.status == PROBE_HEALTHY;
 		kick = strcmp(text, t->text) != 0;
 		soon = healthy != t->told_healthy;
+		/* The journal has each change of the last result, in the
+		 * operator's words (the server's grpc-message among them),
+		 * once. */
+		probe_last_detail(&t->st, told, sizeof(told));
+		if (words_hash(told) != t->logged) {
+			t->logged = words_hash(told);
+			snprintf(id, sizeof(id), "%.12s", t->id);
+		} else {
+			told[0] = '\0';
+		}
 		memcpy(t->text, text, sizeof(text));
 		t->told_healthy = healthy;
 		t->in_flight = false;
@@ -322,6 +355,8 @@ static void finish(struct prober *p, struct conn *c, enum probe_result r, int st
 	if (kick && k)
 		k(p->kick_arg);
 	pthread_mutex_unlock(&p->lock);
+	if (told[0])
+		log_msg(LOG_INFO, "probe of container %s: last probe %s", id, told);
 }
 
 void prober_set_kick(struct prober *p, void (*kick)(void *), void (*kick_soon)(void *),
@@ -354,9 +389,14 @@ static enum probe_result errno_result(int e)
 	}
 }
 
+/* The events c's socket is watched for; a call that changes nothing
+ * costs no system call (a gRPC probe asks at every read). */
 static void watch(struct prober *p, struct conn *c, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.u32 = (uint32_t)(c - p->c) };
+	if (c->events == events)
+		return;
+	c->events = events;
 	epoll_ctl(p->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
@@ -380,14 +420,18 @@ static void begin(struct prober *p, const struct target *t)
 	c->start_real = clock_real_ms();
 	c->deadline = clock_mono_ms() + t->spec.timeout_ms;
 	probe_answer_init(&c->ans);
-	grpc_answer_init(&c->grpc);
 	char host[INET_ADDRSTRLEN], authority[INET_ADDRSTRLEN + 8];
 	inet_ntop(AF_INET, &t->addr.sin_addr, host, sizeof(host));
 	snprintf(authority, sizeof(authority), "%s:%u", host, t->spec.port);
 	int r = 0;
 	if (is_grpc(c)) {
-		r = grpc_request(authority, t->spec.path, c->kind == PROBE_GRPCS, c->req,
-				 sizeof(c->req), &c->req_len);
+		c->grpc = malloc(sizeof(*c->grpc));
+		r = c->grpc ? 0 : -ENOMEM;
+		if (c->grpc)
+			grpc_answer_init(c->grpc);
+		if (r == 0)
+			r = grpc_request(authority, t->spec.path, c->kind == PROBE_GRPCS,
+					 t->spec.timeout_ms, c->req, sizeof(c->req), &c->req_len);
 	} else {
 		/* Host names the address probed (as Kubernetes' does); no
 		 * header of the app's is ever read back beyond the status
@@ -404,6 +448,7 @@ static void begin(struct prober *p, const struct target *t)
 		return;
 	}
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u32 = (uint32_t)(c - p->c) };
+	c->events = ev.events;
 	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
 		finish(p, c, PROBE_ERROR, 0);
 		return;
@@ -434,7 +479,7 @@ static void start_tls(struct prober *p, struct conn *c)
 }
 
 /* Whether checking a signature made with the server's key costs what the
- * probe thread can give (docs/design.md §4 "Probes"): an RSA key over
+ * probe thread can give (docs/design/probes.md): an RSA key over
  * PROBE_RSA_MAX_BITS, or whose public exponent is over
  * PROBE_RSA_MAX_EXPONENT, is refused, with why in *why. An elliptic-curve
  * key costs what the library's own curves cost. */
@@ -517,24 +562,39 @@ static enum probe_result io_result(const struct conn *c, bool eof_ok)
 	return eof_ok ? PROBE_CUT : PROBE_ERROR;
 }
 
-/* The SETTINGS ACKs the server is owed (RFC 9113 §6.5.3): a courtesy, as
- * the answer needs none, so a write that must wait is tried again at the
- * next read rather than waited for. */
-static void send_acks(struct conn *c)
+/* Writes the replies the server is owed (SETTINGS and PING ACKs) as far
+ * as the socket takes them, and watches for it to take the rest: a server
+ * may hold its answer until its PING is acknowledged (RFC 9113 §6.7). A
+ * TLS write that must wait is tried again with the same length, as
+ * mbedtls_ssl_write asks. */
+static void send_owed(struct prober *p, struct conn *c)
 {
-	while (c->acks_sent < c->grpc.acks) {
-		const char *b = grpc_settings_ack + c->ack_off;
-		size_t left = GRPC_SETTINGS_ACK_LEN - c->ack_off;
-		ssize_t n = c->ssl ? mbedtls_ssl_write(c->ssl, (const unsigned char *)b, left) :
-				     send(c->fd, b, left, MSG_NOSIGNAL);
-		if (n <= 0)
-			return;
-		c->ack_off += (size_t)n;
-		if (c->ack_off == GRPC_SETTINGS_ACK_LEN) {
-			c->ack_off = 0;
-			c->acks_sent++;
+	size_t len;
+	const uint8_t *b = grpc_answer_owed(c->grpc, &len);
+	bool want_read = false;
+	while (len > 0) {
+		ssize_t n;
+		if (c->ssl) {
+			size_t try = c->owed_try ? c->owed_try : len;
+			int r = mbedtls_ssl_write(c->ssl, b, try);
+			c->owed_try = r == MBEDTLS_ERR_SSL_WANT_WRITE || r == MBEDTLS_ERR_SSL_WANT_READ ?
+					      try : 0;
+			want_read = r == MBEDTLS_ERR_SSL_WANT_READ;
+			n = r;
+		} else {
+			n = send(c->fd, b, len, MSG_NOSIGNAL);
 		}
+		/* A failed write is left to the read that follows, which sees
+		 * the reset or the end. */
+		if (n <= 0)
+			break;
+		grpc_answer_sent(c->grpc, (size_t)n);
+		b = grpc_answer_owed(c->grpc, &len);
 	}
+	/* What is left waits for the socket to take it (not for a TLS write
+	 * that waits for a read: the socket's room would wake the loop for
+	 * nothing). */
+	watch(p, c, len > 0 && !want_read ? EPOLLIN | EPOLLOUT : EPOLLIN);
 }
 
 /* Reads what is there and feeds the answer; returns true while the probe
@@ -573,23 +633,39 @@ static bool read_some(struct prober *p, struct conn *c)
 		}
 		enum probe_result res;
 		int status;
+		if (is_grpc(c)) {
+			if (n == 0)
+				grpc_answer_eof(c->grpc);
+			if (n == 0 || grpc_answer_feed(c->grpc, buf, (size_t)n) == GRPC_DECIDED) {
+				finish(p, c, c->grpc->outcome.result, c->grpc->outcome.code);
+				return false;
+			}
+			send_owed(p, c);
+			continue;
+		}
 		if (n == 0) {
-			if (is_grpc(c))
-				grpc_answer_eof(&c->grpc, &res, &status);
-			else
-				probe_answer_eof(&c->ans, &res, &status);
+			probe_answer_eof(&c->ans, &res, &status);
 			finish(p, c, res, status);
 			return false;
 		}
-		if (is_grpc(c) ? grpc_answer_feed(&c->grpc, buf, (size_t)n, &res, &status) :
-				 probe_answer_feed(&c->ans, buf, (size_t)n, &res, &status)) {
+		if (probe_answer_feed(&c->ans, buf, (size_t)n, &res, &status)) {
 			finish(p, c, res, status);
 			return false;
 		}
-		if (is_grpc(c))
-			send_acks(c);
 	}
 	return true;
+}
+
+/* Reads, and keeps the socket watched for the replies still owed, which
+ * a TLS read waiting for more would have dropped. */
+static void read_answer(struct prober *p, struct conn *c)
+{
+	size_t owed = 0;
+	if (!read_some(p, c) || !is_grpc(c))
+		return;
+	grpc_answer_owed(c->grpc, &owed);
+	if (owed > 0)
+		watch(p, c, EPOLLIN | EPOLLOUT);
 }
 
 static void send_some(struct prober *p, struct conn *c)
@@ -620,7 +696,7 @@ static void send_some(struct prober *p, struct conn *c)
 	}
 	c->phase = P_READ;
 	watch(p, c, EPOLLIN);
-	read_some(p, c);
+	read_answer(p, c);
 }
 
 /* One readiness event of c: moves it on as far as it can go now. */
@@ -671,7 +747,11 @@ static void step(struct prober *p, struct conn *c)
 		send_some(p, c);
 		return;
 	}
-	read_some(p, c);
+	/* Reading, and for gRPC writing what the server is owed whenever
+	 * the socket takes it. */
+	if (is_grpc(c))
+		send_owed(p, c);
+	read_answer(p, c);
 }
 
 /* ---- The loop ---- */

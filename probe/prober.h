@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The thread that runs the agent's own probes (issue 27, docs/design.md §4
+/* The thread that runs the agent's own probes (issue 27, docs/design/verdict.md
  * "Probes"): one epoll loop, every probe non-blocking and bounded in time
  * and bytes, at most PROBER_MAX_SOCKETS sockets at once, on its own clock.
  * The refresh thread tells it what to probe (prober_sync; which containers

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* HealthResponse and VersionResponse as bytes: compact JSON with every field
- * (docs/design.md §3), and protobuf through protoc-c's generated code; and those
+ * (docs/design/prpc.md), and protobuf through protoc-c's generated code; and those
  * bytes as ready libmicrohttpd responses, built once by the refresh thread so
  * that answering a request is queueing a reference. */
 #ifndef HEALTHD_ENCODE_H
@@ -15,7 +15,7 @@
 #include "base/json.h"
 #include "base/verdict.h"
 
-/* Every response carries this header (docs/design.md §3). */
+/* Every response carries this header (docs/design/prpc.md). */
 #define RPC_APP_VERSION_HEADER "X-App-Version"
 /* Its value, "v<version> (<rev>)", as compiled into this module (the
  * Version method answers the same two strings). */

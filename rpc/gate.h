@@ -12,12 +12,12 @@
  *     connection that has waited longest for its request is closed first.
  * With a relay (rpc/relay.h), a connection whose first request line, once
  * whole, is not for Health is handed to it instead of to the daemon, once
- * its whole first request head has arrived (docs/design.md §3.1); until
+ * its whole first request head has arrived (docs/design/front.md); until
  * then it is the gate's, under the same rules.
  * On a port the app declared with "pp": true (gate_set_proxy), a PROXY
  * header is read first (rpc/proxy.h), under the same deadline, and taken
  * off: what follows is routed as above, and the relay is told the client
- * in it (docs/design.md §3.1, "Who is asking").
+ * in it (docs/design/front.md, "Who is asking").
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its
  * handlers, the gate owns the daemon.

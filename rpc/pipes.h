@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The relay's pool of empty pipes (docs/design.md §3.1). A direction of a
+/* The relay's pool of empty pipes (docs/design/front.md). A direction of a
  * link holds a pipe only while bytes wait in it; most links move their
  * bytes as soon as they come, so an emptied pipe goes back here rather
  * than being closed, and the common connection creates and closes none.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The PROXY protocol header (HAProxy's doc/proxy-protocol.txt, versions 1
  * and 2), as the dstack gateway writes it at the start of every connection
- * it opens to a port the app declared with "pp": true (docs/design.md §3.1,
+ * it opens to a port the app declared with "pp": true (docs/design/front.md,
  * "Who is asking"). A pure reader: no sockets, no allocation, no state
  * between calls; it is given the first bytes of a connection (peeked) and
  * says whether they hold a whole header, how long it is and whose address

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pRPC request routing as the gateway and curl speak it (docs/design.md §3), pure:
+/* pRPC request routing as the gateway and curl speak it (docs/design/prpc.md), pure:
  * HTTP method, path, query, headers and body in; which call, which mode and
  * which error out. The server turns a route into ready responses; the rules
  * live here so that a table can test every one of them. */
@@ -11,7 +11,7 @@
 
 #include "base/err.h"
 
-/* Only this mount serves (docs/design.md §3: /prpc/Health and /prpc/v0/Health
+/* Only this mount serves (docs/design/prpc.md: /prpc/Health and /prpc/v0/Health
  * must not answer 200). */
 #define PRPC_MOUNT "/prpc/v1/"
 /* A request body larger than this is refused with 413. HealthRequest and

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The relay's byte mover (docs/design.md §3.1, "Moving, never parsing"):
+/* The relay's byte mover (docs/design/front.md, "Moving, never parsing"):
  * a link's two directions, each the bytes of one socket on their way to
  * the other through a pipe (splice(2)), never copied or read by the agent.
  * A direction goes through three phases, and pump_move() asks one function,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The few answers the front of the agent port gives on its own, in place
- * of the guest agent's (docs/design.md §3.1): a status, a line of plain
- * text in the agent's words (README.md, "In a dstack guest image"),
+ * of the guest agent's (docs/design/front.md): a status, a line of plain
+ * text in the agent's words (docs/image-builder.md, "In a dstack guest image"),
  * Connection: close, and no body to a HEAD request. */
 #ifndef HEALTHD_REFUSE_H
 #define HEALTHD_REFUSE_H

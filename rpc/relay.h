@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The relay (issues 18 and 26, docs/design.md §3.1): connections whose first
+/* The relay (issues 18 and 26, docs/design/front.md): connections whose first
  * request is not Health, handed over by the gate once their whole first
  * request head has arrived, are joined to a fresh connection to the guest
  * agent and their bytes moved both ways in the kernel (splice(2) through a

@@ -126,7 +126,7 @@ static enum MHD_Result queue_owned(struct MHD_Connection *c, int status,
 }
 
 /* A snapshot the refresh loop has not replaced for too long says nothing
- * about now (docs/design.md §4): answer unhealthy and say how old it is. */
+ * about now (docs/design/verdict.md): answer unhealthy and say how old it is. */
 static struct MHD_Response *stale_response(bool json, int64_t age_ms)
 {
 	struct verdict v;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pRPC listener (docs/design.md §3): libmicrohttpd on its own thread, answering
+/* The pRPC listener (docs/design/prpc.md): libmicrohttpd on its own thread, answering
  * /prpc/v1/Health and /prpc/v1/Version from the verdict cache only. A request
  * never queries anything: it takes a cache reference and queues a response
  * the refresh thread already built.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Which relayed connection a newcomer takes the slot of, when every slot is
- * taken (docs/design.md §3.1, docs/threat-model.md "Who loses a slot to a
+ * taken (docs/design/front.md, docs/threat-model.md "Who loses a slot to a
  * newcomer"). One pure function over a table of the links, each as the
  * relay saw it a moment ago: no sockets, no clock, no locks; a test is one
  * row (the links, then the expected choice).

@@ -98,7 +98,7 @@ void container_free(struct container *c);
 int container_copy_networks(struct container *dst, const struct container *src);
 void container_free_networks(struct container *c);
 
-/* Pure: the verdict for the containers of one project (docs/design.md §4,
+/* Pure: the verdict for the containers of one project (docs/design/verdict.md,
  * "Containers"). out must be initialised. -ENOMEM. */
 int containers_judge(const struct container_list *l, struct verdict *out);
 /* Pure: why the judge skips c ("one-off", "the agent itself", "no

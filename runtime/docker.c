@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Docker Engine API backend (docs/design.md §4 "Docker"): ping for the API
+/* Docker Engine API backend (docs/design/verdict.md, "Containers"): ping for the API
  * version, list the project's containers, inspect those the list cannot
  * vouch for. One connection per request; every step under one deadline. */
 #include "runtime/docker.h"
@@ -303,7 +303,7 @@ static int from_list(const struct json *j, int it, char **id, int hs, struct con
 
 /* One list item: skipped (another project, a one-off), taken from the list,
  * or queued for inspection. The list's word is taken only for a running
- * container: for a stopped one the API reports health "none" (docs/design.md §4). */
+ * container: for a stopped one the API reports health "none" (docs/design/verdict.md). */
 static int list_item(int version, const struct json *j, int it, const char *project,
 		     const char *self_id, struct container_list *out, struct docker_ids *todo,
 		     struct errbuf *err)

@@ -18,7 +18,9 @@
  * also when Docker itself stops restarting it). `docker restart` adds "start"
  * and "restart"; a restart policy brings a container that exited by itself
  * back with "die" then "start" (daemon/monitor.go), never one sent a kill.
- * Compose recreates with kill, die, stop, then "destroy" of the old one. The
+ * Compose recreates with kill, die, stop, then "destroy" of the old one (v2
+ * creates the new one before, which is seen at that kill: "create" is not
+ * followed). The
  * attributes also carry the container's labels, which overwrite Docker's own
  * (daemon/events.go copyAttributes): a label named "signal" changes what a
  * kill says, which only its app can do to itself. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Services in the gap of a recreate (runtime/gap.h; docs/design.md §4,
+/* Services in the gap of a recreate (runtime/gap.h; docs/design/verdict.md,
  * "Containers"). */
 #include "runtime/gap.h"
 

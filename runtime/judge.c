@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The verdict for the containers of the app's Compose project (docs/design.md §4,
+/* The verdict for the containers of the app's Compose project (docs/design/verdict.md,
  * "Containers"). Pure: facts in, verdict out. */
 #include "runtime/container.h"
 
@@ -17,7 +17,7 @@ static bool has_health_result(const struct container *c)
 	return c->health && c->health[0] && strcmp(c->health, "none") != 0;
 }
 
-/* Judged from what the runtime did (docs/design.md §4): a health state it keeps, or a
+/* Judged from what the runtime did (docs/design/verdict.md): a health state it keeps, or a
  * probe in the container's merged config that has not run yet (a container
  * that never started, or nerdctl before the first probe). */
 static bool declares_healthcheck(const struct container *c)
@@ -54,7 +54,7 @@ static void shown_name(char *buf, size_t n, const struct container *c)
 
 /* The agent's own probe (issue 27): an unusable label is an entry, never
  * ignored; a probe is judged as Docker judges a healthcheck, so only
- * healthy passes (docs/design.md §4 "Probes"). */
+ * healthy passes (docs/design/probes.md). */
 static int judge_probe(const struct container *c, const char *name, struct verdict *out)
 {
 	const struct container_probe *p = c->probe;
@@ -130,7 +130,7 @@ static int judge_one(const struct container *c, struct verdict *out)
 }
 
 /* Health gating is on but nothing can produce an answer: a pass would leave
- * the feature switched on and doing nothing (docs/design.md §4). */
+ * the feature switched on and doing nothing (docs/design/verdict.md). */
 static int no_healthcheck(size_t created, struct verdict *out)
 {
 	static const char fix[] =
@@ -153,7 +153,7 @@ int containers_judge(const struct container_list *l, struct verdict *out)
 	for (size_t i = 0; i < l->n; i++) {
 		const struct container *c = &l->v[i];
 		/* An exited `compose run` container must not hold the app out of
-		 * rotation forever (this agent's choice, docs/design.md §4). */
+		 * rotation forever (this agent's choice, docs/design/verdict.md). */
 		if (c->oneoff)
 			continue;
 		/* A sidecar judging itself would hold the app out when it

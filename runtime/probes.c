@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Which containers the agent probes, and where: a container's labels and
  * addresses into its probe, the running ones into the prober's targets,
- * the prober's records back into them. docs/design.md §4 "Probes". */
+ * the prober's records back into them. docs/design/probes.md. */
 #include "runtime/probes.h"
 
 #include <arpa/inet.h>
@@ -31,7 +31,7 @@ static bool on_net(const struct container *self, const struct container_net *n)
 	return false;
 }
 
-/* The address to probe c at, from where the agent is (docs/design.md §4
+/* The address to probe c at, from where the agent is (docs/design/verdict.md
  * "Probes"): self NULL or host-networked is the machine's own stack, which
  * reaches loopback and every bridge; a sidecar in a network of its own
  * reaches only the networks it is on (Docker isolates bridges from each

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The containers' side of the agent's own probes (issue 27, docs/design.md
- * §4 "Probes"): which containers are probed, at which of their addresses,
- * and their records back from the prober (probe/prober.h), which knows
- * targets, not containers. */
+/* The containers' side of the agent's own probes (issue 27,
+ * docs/design/probes.md): which containers are probed, at which of their
+ * addresses, and their records back from the prober (probe/prober.h), which
+ * knows targets, not containers. */
 #ifndef HEALTHD_PROBES_H
 #define HEALTHD_PROBES_H
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* /run/dstack/app-compose-runtime.json (docs/design.md §4).
+/* /run/dstack/app-compose-runtime.json (docs/design/verdict.md).
  *
  * The guest writes it, so it is read forward-compatibly: unknown fields are
  * ignored. Known fields are checked strictly, because their values go into a

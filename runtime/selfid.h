@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The id of the container the agent runs in (a sidecar, issue 28 §3), from
- * what the container cannot rename: /proc/self/mountinfo (docs/design.md §4,
- * "The sidecar"). Two kinds of line name it:
+ * what the container cannot rename: /proc/self/mountinfo
+ * (docs/design/sidecar.md). Two kinds of line name it:
  *  - a cgroup mount whose root is the container's cgroup: cgroup v1, or v2
  *    in the host's cgroup namespace ("/docker/ID", "/system.slice/docker-ID.scope",
  *    nerdctl's "/NAMESPACE/ID" and "nerdctl-ID.scope"). Under cgroup v2 with

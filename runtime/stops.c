@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kills Docker's event stream reported, until the refresh has used them
- * (runtime/stops.h; docs/design.md §4, "Stopping"). */
+ * (runtime/stops.h; docs/design/verdict.md, "Stopping"). */
 #include "runtime/stops.h"
 
 #include <errno.h>

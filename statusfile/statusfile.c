@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The health_status_file source (docs/design.md §4, "Status file"; dstack's
+/* The health_status_file source (docs/design/verdict.md, "Status file"; dstack's
  * page, "health_status_file: the app answers for itself").
  *
  * The same bytes give the same healthy/unhealthy as the upstream dstack agent
@@ -305,7 +305,7 @@ static bool open_failed(int e, const char *shown, char *reason, size_t n)
  * reason[0..n). A file that is there but cannot be read (not a regular file,
  * no permission, a symlink loop) is unhealthy on the refresh that finds it,
  * as upstream judges it ("cannot read ..."): it is the app failing to hold up
- * its end, not the agent failing to ask (docs/design.md §4). */
+ * its end, not the agent failing to ask (docs/design/verdict.md). */
 static bool judge_path(const char *path, const char *shown, time_t now, int64_t start,
 		       char *reason, size_t n, const char **cause, struct statusfile_info *info)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The health_status_file source: the app answers for itself (spec,
- * "health_status_file: the app answers for itself"; docs/design.md §4). */
+ * "health_status_file: the app answers for itself"; docs/design/verdict.md). */
 #ifndef HEALTHD_STATUSFILE_H
 #define HEALTHD_STATUSFILE_H
 
@@ -42,7 +42,7 @@ bool statusfile_parse_since(const char *buf, size_t len, time_t now, int64_t sta
  * out, which must be initialised. Everything is a verdict: a missing file, one
  * that is not a regular file (a FIFO, a directory, a device, a socket: never
  * opened for a blocking read) or cannot be opened is an entry like any
- * content rule (docs/design.md §4). 0, or -ENOMEM. */
+ * content rule (docs/design/verdict.md). 0, or -ENOMEM. */
 int statusfile_judge(const char *path, time_t now, struct verdict *out);
 
 /* What the operator's view shows of the file: never its bytes, only what

@@ -64,7 +64,7 @@ do_install() {
 SYSTEMD_SERVICE:${PN} = "dstack-healthd.service dstack-healthd.socket dstack-healthd-drain.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
-# ${PN}-front (README, "In a dstack guest image"): the agent as the front of
+# ${PN}-front (docs/image-builder.md, "In a dstack guest image"): the agent as the front of
 # port 8090, the guest agent's listener moved to 127.0.0.1:18090
 # (/etc/dstack/dstack.toml) and the agent's config that relays to it
 # (/etc/dstack/healthd.json). A package of its own, so that an image opts in

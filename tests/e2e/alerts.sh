@@ -1,16 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The shipped Prometheus alerting rules (packaging/prometheus, README
+# The shipped Prometheus alerting rules (packaging/prometheus, docs/operator.md
 # "Alerts"): promtool checks them and runs their unit tests (series for each
 # alert and its near misses); and every metric they read is one the agent
 # exports, on an agent that has all of them (a relay, a verdict file), with
 # every label value they select, so that renaming a metric or a label value
 # fails here rather than silence an alert; and the failures the runtime rule
-# reads are the runtime's: an agent whose Docker is not there counts them
-# under cause="runtime", a status-file app under none.
-# The rules do not depend on the build; the agent's metrics code they
-# read runs under the sanitizers in relay_front.sh, status.sh and others:
-# tests/run: once
+# reads are the runtime's: an agent whose Docker is not there counts them under
+# cause="runtime", a status-file app under none. The rules do not depend on the
+# build; the agent's metrics code they read runs under the sanitizers in
+# relay_front.sh, status.sh and others: tests/run: once
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh

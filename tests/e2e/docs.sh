@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# Every command README.md, dstack-healthd(8) and --help show runs as printed
-# and has the outcome they say. The commands are taken from the documents
-# (README's indented blocks, the page's .EX blocks, --help's Examples), so a
-# new one without a check here fails: each must match a case of check().
+# Every command README.md, the guides under docs/, dstack-healthd(8) and
+# --help show runs as printed and has the outcome they say. The commands are
+# taken from the documents (the Markdown files' indented blocks, the page's
+# .EX blocks, --help's Examples), so a new one without a check here fails:
+# each must match a case of check().
 # Only what a command needs in order to run here is changed: HOST:8090 is the
 # agent this test starts on a free loopback port, the control socket is in
 # the scratch folder, /usr/share/dstack-healthd is a `make install DESTDIR=`.
@@ -28,12 +29,13 @@ PAGE=docs/dstack-healthd.8
 plain() { sed -e 's/\\-/-/g' -e 's/\\(aq/\x27/g' -e 's/\\f[BIRP]//g' -e 's/\\&//g'; }
 
 # --- the commands, as the documents print them ------------------------------
-# README: indented lines, a trailing backslash joins the next; comments cut.
-# Fenced blocks are files (YAML, JSON), never commands.
+# Markdown: indented lines, a trailing backslash joins the next; comments
+# cut. Fenced blocks are files (YAML, JSON), never commands.
+GUIDES="README.md docs/app-developer.md docs/image-builder.md docs/operator.md"
 readme_cmds() {
 	awk '/^```/ { f = !f; next } f { next }
 		/^    / && (j != "" || /^    [^ ]/) { l = substr($0, 5); if (j != "") l = j " " l; j = "";
-		if (l ~ /\\$/) { j = substr(l, 1, length(l) - 1); next } print l }' README.md |
+		if (l ~ /\\$/) { j = substr(l, 1, length(l) - 1); next } print l }' "$1" |
 		sed -E 's/ +# .*$//; s/ +$//; s/ +/ /g'
 }
 # The page: .EX blocks; a line ending in | joins the next; comment lines and
@@ -180,6 +182,14 @@ check() {
 		front_up
 		run "${cmd//127.0.0.1:18090/127.0.0.1:$GA_PORT}"
 		is "$RC:$OUT" "0:200" "$what: the stand-in guest agent itself" ;;
+	"build-aux/deps.sh image")
+		# The image's own list, installed already (make test installs it
+		# first): nothing to do, nothing to say.
+		run "$cmd"; is "$RC:$OUT" "0:" "$what: its packages are installed, exit 0" ;;
+	"docker run --rm -v \"\$PWD:/src\" -w /src debian:12 sh -c 'build-aux/deps.sh image && make image && chown -R \"\$(stat -c %u:%g .)\" build'")
+		# Run by image_container.sh, which takes it from the page itself.
+		grep -qF "grep -E '^    docker run .* debian:12 ' \"\$GUIDE\"" tests/e2e/image_container.sh
+		ok $? "$what: run as printed by tests/e2e/image_container.sh (a Debian 12 root, a checkout of another owner)" ;;
 	"make image" | \
 	"make verify-image IMAGE=REGISTRY/dstack-healthd@sha256:...")
 		grep -qF -- "$(image_form "$cmd")" tests/e2e/image.sh
@@ -298,7 +308,7 @@ while IFS= read -r line; do
 	[ -n "$line" ] || continue
 	n=$((n + 1))
 	check "${line%%|*}" "${line#*|}"
-done < <(readme_cmds | sed 's/^/README.md|/'; page_cmds | sed 's/^/dstack-healthd.8|/';
+done < <(for g in $GUIDES; do readme_cmds "$g" | sed "s|^|$g\||"; done; page_cmds | sed 's/^/dstack-healthd.8|/';
 	help_cmds | sed 's/^/--help|/')
 ok $([ "$n" -ge 20 ]; echo $?) "found the documents' commands ($n)"
 

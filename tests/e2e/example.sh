@@ -1,13 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The shipped example app (issue 35), packaging/container/docker-compose.example.yaml,
-# run as it is written, on a real dockerd with Docker's bridge (in a network
-# namespace of its own, so nothing reaches this machine's network). Only its
-# "# SET:" lines are filled (each image by the digest a registry on loopback
-# serves, the Docker socket's gid) and the host side of its two bind mounts
-# pointed at this dockerd's socket and a copy of the app-compose.json its
-# header gives; a point checks the file run differs from the shipped one in
-# those lines and no other. The images are the test's: the proxy Debian's
+# The example app (issues 35, 45): the Compose file the app developer's
+# guide shows (docs/app-developer.md, "The Compose file", taken from the
+# page itself: tests/lib/guide_example.sh), run as it is written, on a real
+# dockerd with Docker's bridge (in a network namespace of its own, so nothing
+# reaches this machine's network). Only its "# SET:" lines are filled (each
+# image by the digest a registry on loopback serves, the Docker socket's gid)
+# and the host side of its two bind mounts pointed at this dockerd's socket
+# and the guide's app-compose.json; a point checks the file run differs from
+# the guide's in those lines and no other. The images are the test's: the proxy Debian's
 # caddy in a busybox root, web busybox's httpd with a /healthz the test
 # creates, api the static tests/fakes/probe_server.c alone at /app/server (no
 # shell: the sidecar probes it by its label; the test flips its answer with
@@ -17,7 +18,8 @@
 # where the example's app-compose.json says; every 2 s here, 5 s upstream):
 # unhealthy while web starts, healthy once web and api are, unhealthy again
 # while api's probe fails; the proxy serves web and api by their service
-# names; the sidecar runs hardened (shared checks with sidecar.sh); the
+# names; the sidecar runs hardened (shared checks with sidecar.sh, and its
+# user, memory and pids limits as Docker applied them); the
 # verdict is in the named volume; `docker-compose down` stops the sidecar
 # first, which writes unhealthy, holds until the guest agent serves it and
 # one gateway poll more (7 s), while the app still serves, then exits 0
@@ -31,12 +33,15 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/dockerd.sh
 . tests/lib/sidecar_image.sh
 . tests/lib/registry.sh
+. tests/lib/guide_example.sh
 command -v cc >/dev/null 2>&1 || skip_all "cc is not installed"
 [ -x /usr/bin/caddy ] || skip_all "caddy is not installed (build-aux/deps.sh test installs it)"
 
-EXAMPLE=packaging/container/docker-compose.example.yaml
 DH_DOCKERD_NET=bridge
 dockerd_start
+EXAMPLE=$DH_T/guide-docker-compose.yaml
+guide_example docker-compose.yaml "$EXAMPLE"
+ok $? "the Compose file of $GUIDE" || { done_testing; exit 1; }
 P=example # the Compose project
 SC=${P}_healthd_1
 
@@ -103,11 +108,8 @@ is "$("$DH_DOCKER" images --format '{{.Repository}}' | grep -c "^$REG/")" 0 \
 # The app-compose.json of the example's header, and the folder where this
 # dockerd keeps the verdict's volume (the guest's /var/lib/docker).
 mkdir -p "$DH_T/host-shared"
-# It is the header's indented block after "Its app-compose.json:", without
-# its braces.
-awk '/Its app-compose.json:$/ { on = 1; next } on == 1 && /^#$/ { on = 2; next }
-	on == 2 && /^#$/ { exit } on == 2 { sub(/^#   /, ""); print }' "$EXAMPLE" |
-	{ echo '{'; cat; echo '}'; } >"$DH_T/host-shared/app-compose.json"
+# It is the guide's, as written.
+guide_example app-compose.json "$DH_T/host-shared/app-compose.json"
 STATUS=$(dh_json "d['requirements']['health_status_file']" <"$DH_T/host-shared/app-compose.json")
 is "$STATUS" /var/lib/docker/volumes/dstack-healthd-verdict/_data/status \
 	"the example's app-compose.json reads, with its health_status_file"
@@ -148,14 +150,14 @@ EOF
 ok $? "the run copy: SET lines filled, the bind mounts' host paths this dockerd's" ||
 	{ done_testing; exit 1; }
 # The guard of "as written": line for line, the run copy differs from the
-# shipped file only in its SET lines (the value before the comment) and in
+# guide's file only in its SET lines (the value before the comment) and in
 # the host path of a bind mount, and every SET line is filled.
 is "$(python3 - "$EXAMPLE" "$RUN" <<'EOF'
 import re, sys
 a, b = (open(f).read().split("\n") for f in sys.argv[1:3])
 bad, sets, paths = [], 0, 0
 if len(a) != len(b):
-    bad.append("%d lines, the shipped file %d" % (len(b), len(a)))
+    bad.append("%d lines, the guide's file %d" % (len(b), len(a)))
 for n, (x, y) in enumerate(zip(a, b), 1):
     if "# SET:" in x and not x.lstrip().startswith("#"):
         sets += 1
@@ -172,7 +174,7 @@ for n, (x, y) in enumerate(zip(a, b), 1):
 print("; ".join(bad) or "%d SET lines, %d host paths, nothing else" % (sets, paths))
 EOF
 )" "5 SET lines, 2 host paths, nothing else" \
-	"the file run differs from the shipped one only in its SET lines (4 images, a gid) and bind mounts' host paths"
+	"the file run differs from the guide's only in its SET lines (4 images, a gid) and bind mounts' host paths"
 diff "$EXAMPLE" "$RUN" | grep '^>' | sed 's/^/# run: /'
 
 # The guest agent, where the sidecar asks it during a stop
@@ -202,6 +204,10 @@ done
 is "$("$DH_DOCKER" inspect -f '{{.Config.Image}}' "$SC" 2>&1)" "$REG/dstack-healthd@$SIDECAR_DIGEST" \
 	"the sidecar runs the image make image built, pulled by digest"
 sidecar_least_privilege "$SC" "$GID"
+is "$("$DH_DOCKER" inspect -f '{{.Config.User}} {{.HostConfig.Memory}} {{.HostConfig.PidsLimit}}' "$SC")" \
+	"65532:65532 67108864 32" "its user, 64 MiB of memory and 32 pids, as the file says and Docker applied"
+SC_PID=$("$DH_DOCKER" inspect -f '{{.State.Pid}}' "$SC")
+diag "the sidecar's threads: $(ls "/proc/$SC_PID/task" | wc -l); RssAnon $(awk '/^RssAnon/ { print $2, $3 }' "/proc/$SC_PID/status")"
 
 # --- the gate ------------------------------------------------------------------
 line1() { head -n1 "$STATUS" 2>/dev/null; }

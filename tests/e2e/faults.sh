@@ -10,7 +10,7 @@
 #     slow fake is not taken for a timeout and served as the wrong error;
 #   - the 3-failure rule: the served verdict stays healthy through the first
 #     two failed refreshes (the log shows both), then healthy:false with an
-#     error saying what failed in the agent's own words (README.md, "Errors"),
+#     error saying what failed in the agent's own words (docs/operator.md, "Errors"),
 #     the runtime's detail in the log only;
 #   - a gateway-style poll (fresh connection, POST /prpc/v1/Health?json, {})
 #     is answered within 50 ms at the 99th percentile during the fault (from

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The sidecar's image (issue 35; README, "The sidecar's image"):
+# The sidecar's image (issue 35; docs/app-developer.md, "The sidecar's image"):
 #   1. `make image` in two copies of the tree, in two folders of different
 #      depth, one after the other: the same manifest digest and the same
 #      archive bit for bit (cmp; on a difference the first differing file
@@ -145,11 +145,14 @@ like "$(cat "$BI")" "commit $COMMIT" "build-inputs names the commit"
 grep -Eq '^libmicrohttpd12(:[a-z0-9]+)? [^ ]+$' "$BI"
 ok $? "...and the packages at their versions (libmicrohttpd12 among them)"
 
-# The example Compose file runs this image as tests/e2e/sidecar.sh does:
-# the same hardening, every image by digest, the verdict's volume where its
+# The guide's Compose file runs this image as tests/e2e/sidecar.sh does:
+# the same hardening, the image's own user said again, memory and pids
+# limits, every image by digest, the verdict's volume where the guide's
 # app-compose.json says the guest agent reads it.
-if /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
-	is "$(/usr/bin/python3 - packaging/container/docker-compose.example.yaml tests/e2e/compose/sidecar.yml <<'EOF'
+. tests/lib/guide_example.sh
+if /usr/bin/python3 -c 'import yaml' 2>/dev/null &&
+	guide_example docker-compose.yaml "$T/guide.yaml" && guide_example app-compose.json "$T/guide.json"; then
+	is "$(/usr/bin/python3 - "$T/guide.yaml" tests/e2e/compose/sidecar.yml "$T/guide.json" <<'EOF'
 import re, sys, yaml
 ex, test = (yaml.safe_load(open(f)) for f in sys.argv[1:3])
 sc, tsc = ex["services"]["healthd"], test["services"]["healthd"]
@@ -159,21 +162,25 @@ for k in ("read_only", "cap_drop", "security_opt", "tmpfs"):
         bad.append("%s: %r, the test's %r" % (k, sc.get(k), tsc.get(k)))
 if not (isinstance(sc.get("group_add"), list) and all(re.fullmatch(r"[0-9]+", str(g)) for g in sc["group_add"])):
     bad.append("group_add is not a gid")
-for k in ("user", "privileged", "cap_add", "pid", "network_mode"):
+if sc.get("user") != "65532:65532":
+    bad.append("user: %r, not the image's 65532:65532" % sc.get("user"))
+if not sc.get("mem_limit") or not sc.get("pids_limit"):
+    bad.append("no memory or no pids limit")
+for k in ("privileged", "cap_add", "pid", "network_mode"):
     if k in sc:
         bad.append("sets " + k)
 if "verdict:/verdict" not in sc.get("volumes", []) or ex["volumes"]["verdict"]["name"] != "dstack-healthd-verdict":
     bad.append("the verdict is not the named volume dstack-healthd-verdict")
-if "/var/lib/docker/volumes/dstack-healthd-verdict/_data/status" not in open(sys.argv[1]).read():
+if "/var/lib/docker/volumes/dstack-healthd-verdict/_data/status" not in open(sys.argv[3]).read():
     bad.append("app-compose.json's path is not the volume's")
 for name, svc in ex["services"].items():
     if "@sha256:" not in svc.get("image", ""):
         bad.append(name + " is not pinned by digest")
 print("; ".join(bad))
 EOF
-)" "" "the example Compose file's sidecar: the test's hardening, every image by digest, the volume app-compose.json names"
+)" "" "the guide's Compose file's sidecar: the test's hardening, its user and limits, every image by digest, the volume app-compose.json names"
 else
-	diag "no python3-yaml: the example Compose file is not read"
+	diag "no python3-yaml, or no example in $GUIDE: the guide's Compose file is not read"
 fi
 
 # --- 3. push as built, pull by digest, run --------------------------------------

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The public `error` is the agent's own words (README.md, "Errors"): a marker
+# The public `error` is the agent's own words (docs/operator.md, "Errors"): a marker
 # placed in Docker's error message, in nerdctl's stderr, and in the paths of
 # the Docker socket, the runtime file, the status file and app-compose.json
 # never reaches the JSON or protobuf answer, which says which source failed

@@ -1,10 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# Builds that reproduce bit for bit (issue 28 §2; README, "Reproducible
-# builds"): the same tree built twice, in two folders of different depth and
-# at two times, must give the same bytes, compared with cmp and the first
-# differing file named (with diffoscope's account when Debian's diffoscope
-# or diffoscope-minimal is installed: for the reader only, never the
+# Builds that reproduce bit for bit (issue 28 §2; docs/image-builder.md,
+# "Reproducible builds"): the same tree built twice, in two folders of
+# different depth and at two times, must give the same bytes, compared with cmp
+# and the first differing file named (with diffoscope's account when Debian's
+# diffoscope or diffoscope-minimal is installed: for the reader only, never the
 # verdict):
 #   1. the plain build (`make`), the generated protobuf files, rev.h, every
 #      object and the agent;

@@ -34,7 +34,7 @@
 #   kill      SIGKILL to one backend, its restart policy brings it back:
 #             printed;
 #   recreate-retrying  the recreate again once the proxies retry a backend
-#             that is away (4 s, as README advises: Caddy's
+#             that is away (4 s, as docs/operator.md advises: Caddy's
 #             lb_try_duration): 0 failed, kept-alive connections too.
 # And once judged as upstream's guest agent judges (Docker's state at each
 # re-read, no stopping rule, no drain; restart of one instance): the test

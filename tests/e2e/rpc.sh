@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # End-to-end: the real dstack-healthd binary's pRPC listener, spoken to as
-# the gateway and curl speak it (docs/design.md §3), checked with curl and a real
+# the gateway and curl speak it (docs/design/prpc.md), checked with curl and a real
 # protobuf decoder. HEALTHD_BUILD names the build folder (default build).
 set -u
 cd "$(dirname "$0")/../.."

@@ -222,7 +222,7 @@ ok $([ "$GA_HEARD" -gt 0 ] && [ $((GA_HEARD + 2000)) -le "$(died_ms "$SC" "$STOP
 	"the sidecar exited a gateway poll (2 s) or more after the guest agent heard it"
 
 # A restart of the sidecar alone drains the instance for the hold: the cost
-# the README states.
+# the app developer's guide states.
 dh_compose sidecar sidecar.yml up -d >>"$DH_T/up.log" 2>&1
 wait_for 60 judged "$HEALTHD_OK"
 is "$J" "$HEALTHD_OK" "up -d again: healthy"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The package under a real systemd (docs/design.md §9): systemd as PID 1 in a
+# The package under a real systemd (docs/design/testing.md): systemd as PID 1 in a
 # container made from a debootstrapped Debian 12 (cached per machine, see
 # tests/lib/rootfs.sh), on a private dockerd of this test's own. The .deb from
 # `make deb` is installed with dpkg -i; the unit must reach active (running)
@@ -57,7 +57,7 @@ wait_for 30 $D version ||
 $D import "$TAR" healthd-systemd:1 >/dev/null 2>"$T/import.err" ||
 	skip_all "docker import of the root failed: $(cat "$T/import.err")"
 
-# docs/design.md §9: these flags, not --privileged (a capability is missing from
+# docs/design/testing.md: these flags, not --privileged (a capability is missing from
 # the bounding set on these machines).
 if ! $D run -d --name "$C" --network none --cap-add SYS_ADMIN \
 	--security-opt seccomp=unconfined --cgroupns=host \

@@ -1,13 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The tree on the other library generation (docs/design.md §2, §9): the one of
-# Debian 13 and of Yocto wrynose, where dstack's images are built (mbedtls
-# 3.6, libmicrohttpd 1.0, protobuf-c 1.5, GCC 14). In a Debian 13 root made by
+# The tree on the other library generation (docs/design/dependencies.md and
+# testing.md): the one of Debian 13 and of Yocto wrynose, where dstack's
+# images are built (mbedtls 3.6, libmicrohttpd 1.0, protobuf-c 1.5, GCC 14). In a Debian 13 root made by
 # debootstrap (tests/lib/rootfs.sh: the mirror read from apt's sources, the
 # tarball cached per day), in private mount, PID and network namespaces: the
 # tracked tree is built there with WERROR=1, its unit tests and the
-# end-to-end scripts that need neither dockerd nor systemd run there, and
-# each of their test points is re-emitted here as one of ours.
+# end-to-end scripts that need no systemd run there, and each of their test
+# points is re-emitted here as one of ours. Among them the Compose scenarios
+# on Docker 26 and Compose v2, as dstack's current images carry them
+# (compose_v2.sh: the root has Debian 13's docker.io and docker-compose, and
+# the agent under test is the one built there).
 #
 # It fails, rather than skips, when the root cannot be made: this is the
 # proof that the tree builds where dstack's images are built. On a machine
@@ -21,15 +24,17 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/tap.sh
 
-# The end-to-end scripts run there: of those that need neither dockerd nor
-# systemd, the ones on what the library generation changes: the HTTP server
-# and protobuf (rpc), TLS (docker_tls), libsystemd's notify and socket
-# activation (notify). A few minutes on a busy machine; TRIXIE_E2E chooses.
-TRIXIE_E2E=${TRIXIE_E2E:-rpc docker_tls notify}
+# The end-to-end scripts run there: of those that need no systemd, the ones
+# on what the library generation changes: the HTTP server and protobuf (rpc),
+# TLS (docker_tls), libsystemd's notify and socket activation (notify); and
+# the Compose scenarios on Debian 13's Docker 26 and Compose v2 (compose_v2),
+# which Debian 12 has not. A few minutes on a busy machine; TRIXIE_E2E
+# chooses.
+TRIXIE_E2E=${TRIXIE_E2E:-rpc docker_tls notify compose_v2}
 
 [ "${HEALTHD_TRIXIE:-1}" = 0 ] && skip_all "HEALTHD_TRIXIE=0: the Debian 13 build is not run"
-[ "$(id -u)" = 0 ] || skip_all "needs root (debootstrap, chroot, namespaces)"
-for c in debootstrap unshare chroot git; do
+[ "$(id -u)" = 0 ] || skip_all "needs root (debootstrap, pivot_root, namespaces)"
+for c in debootstrap unshare pivot_root git; do
 	command -v "$c" >/dev/null 2>&1 || skip_all "$c is not installed"
 done
 
@@ -65,6 +70,8 @@ cd /src
 	dpkg-query -W -f='${Version}\n' libprotobuf-c-dev
 	gcc -dumpfullversion
 	printf '#include <mbedtls/build_info.h>\nMBEDTLS_VERSION_STRING\n' | gcc -E -P - | tail -n1
+	dpkg-query -W -f='${Package} ${Version}\n' docker.io containerd runc docker-cli docker-compose |
+		paste -sd, | sed 's/,/, /g'
 } >/out/versions
 make -j2 WERROR=1 all >/out/build.log 2>&1
 echo $? >/out/build.rc
@@ -75,16 +82,23 @@ for t in build/tests/test_*; do
 	echo $? >/out/$n.rc
 done
 for s in $TRIXIE_E2E; do
+	t0=$(date +%s)
 	HEALTHD_BUILD=build timeout -k 5 600 tests/e2e/$s.sh >/out/e2e-$s.tap 2>&1
 	echo $? >/out/e2e-$s.rc
+	echo $(( $(date +%s) - t0 )) >/out/e2e-$s.secs
 done
 EOF
+# The root becomes the namespace's root (pivot_root, not chroot: dockerd
+# runs there, for compose_v2; tests/lib/rootfs.sh says why).
+export -f rootfs_pivot
 TRIXIE_E2E="$TRIXIE_E2E" timeout -k 5 1500 unshare --mount --pid --net --fork --kill-child \
-	--mount-proc="$R/proc" chroot "$R" /bin/bash /out/run.sh >"$T/run.log" 2>&1
+	--mount-proc="$R/proc" /bin/bash -c 'rootfs_pivot "$1" /bin/bash /out/run.sh' \
+	pivot "$R" >"$T/run.log" 2>&1
 ok $? "ran in the root" || sed 's/^/# /' "$T/run.log"
 
 mapfile -t v <"$R/out/versions"
 diag "Debian 13: mbedtls ${v[0]:-?} (${v[4]:-?}), libmicrohttpd ${v[1]:-?}, protobuf-c ${v[2]:-?}, gcc ${v[3]:-?}"
+diag "Debian 13: ${v[5]:-no docker.io}"
 # The other generation, not this machine's again.
 like "${v[4]:-}" '^"3\.' "the root's mbedtls is 3.x"
 like "${v[1]:-}" '^1\.' "the root's libmicrohttpd is 1.x"
@@ -112,7 +126,7 @@ retap() {
 	elif [ "$rc" != 0 ] && [ "$f" -eq 0 ]; then
 		ok 1 "trixie $name: exit status $rc"
 	fi
-	diag "trixie $name: $p passed, $f failed"
+	diag "trixie $name: $p passed, $f failed$([ -e "$R/out/$name.secs" ] && echo " ($(cat "$R/out/$name.secs") s)")"
 }
 units=0 e2es=0
 for tap in "$R"/out/unit-*.tap; do

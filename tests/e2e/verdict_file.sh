@@ -46,6 +46,8 @@ ok $([ $((t - $(date +%s))) -le 1 ] && [ $(($(date +%s) - t)) -le 30 ]; echo $?)
 like "$(head -n1 "$T/agent.log")" 'serving on no public listener;' "listen empty: no public listener"
 is "$(ss -Hltnp 2>/dev/null | grep -c "pid=$AGENT,")" 0 "no TCP socket is listening in the agent"
 is "$(st | json 'd["verdict_file"]["last_written"]')" healthy "the control socket serves; /status shows the write"
+like "$("$BIN" status --control-socket "$CTL")" "^  $OUT/status: healthy at [0-9T:.-]+Z \(writes: [0-9]+, failed: 0\)\$" \
+	"dstack-healthd status shows the file, what was written last and when"
 
 "$BIN" drain --control-socket "$CTL" >"$T/drain.out" 2>&1
 ok $? "dstack-healthd drain"
@@ -74,7 +76,7 @@ ok $([ -z "$(find "$OUT" -name 'status.*')" ]; echo $?) "no temporary file is le
 
 # A folder that goes missing, then comes back: refreshes every 0.2 s. This
 # agent has a public listener: its stop leaves the file as it was (its
-# unit's drain is the way out of rotation, README "Draining").
+# unit's drain is the way out of rotation, docs/operator.md "Draining").
 rm -rf "$OUT"
 "$BIN" --listen "unix:$T/public.sock" --control-socket "$CTL" --compose-file "$T/app.json" \
 	--interval 0.2 --verdict-file "$OUT/status" >"$T/agent2.log" 2>&1 &
@@ -86,6 +88,8 @@ ok $? "the failing writes are counted in /status"
 is "$(grep -c "warning: verdict file $OUT/status: " "$T/agent2.log")" 1 \
 	"the failure is logged once, at warning, with the path"
 is "$(st | json 'd["verdict_file"]["failing"]')" true "/status says it is failing"
+like "$("$BIN" status --control-socket "$CTL")" "^  failing: verdict file $OUT/status: cannot create a temporary file beside it: No such file or directory" \
+	"...and dstack-healthd status says why"
 like "$(curl -s --unix-socket "$CTL" http://x/metrics)" $'dstack_healthd_verdict_file_failing 1\n' \
 	"/metrics says so too"
 mkdir -p "$OUT"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Yocto recipes in packaging/yocto/, checked as far as this machine can
 # without bitbake, for what bitbake on wrynose refused (issue 19,
-# docs/design.md §9):
+# docs/design/testing.md):
 # * no recipe assigns S (do_unpack fails since wrynose);
 # * every file that `make install` and each other install-* target of the
 #   Makefile install, with the paths the recipe passes in EXTRA_OEMAKE, is

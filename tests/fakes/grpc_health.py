@@ -10,7 +10,12 @@ grpc.health.v1.Health/Check for service S answers the status written in
 DIR/S (DIR/_ for the empty name, the server as a whole): SERVING,
 NOT_SERVING, UNKNOWN or SERVICE_UNKNOWN, read afresh at every call. No file
 is the real health servicer's answer for a service it does not know: the
-gRPC status NOT_FOUND, with no message. The messages are encoded by hand
+gRPC status NOT_FOUND, with no message. STATUS/CODE[/DETAILS] answers
+STATUS and then ends the call with the gRPC status CODE (UNAVAILABLE, ...)
+and its details: grpcio sends the message and then that status in the
+trailers (issue 42: a probe must not pass on the message alone).
+ECHO_DEADLINE answers SERVING and writes the seconds left of the call's
+deadline (the client's grpc-timeout) to DIR/_deadline. The messages are encoded by hand
 (one enum field), so no generated code is needed. --ready FILE is written
 once every port listens.
 """
@@ -73,6 +78,18 @@ def main():
                 word = f.read().strip()
         except FileNotFoundError:
             context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
+        if word == "ECHO_DEADLINE":
+            left = context.time_remaining()
+            with open(os.path.join(a.dir, "_deadline.tmp"), "w") as f:
+                f.write("%.3f\n" % (left if left is not None else -1))
+            os.rename(os.path.join(a.dir, "_deadline.tmp"), os.path.join(a.dir, "_deadline"))
+            word = "SERVING"
+        word, _, rest = word.partition("/")
+        if rest:
+            code, _, details = rest.partition("/")
+            context.set_code(getattr(grpc.StatusCode, code))
+            if details:
+                context.set_details(details)
         return STATUS[word]
 
     handler = grpc.method_handlers_generic_handler("grpc.health.v1.Health", {

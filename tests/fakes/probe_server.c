@@ -86,17 +86,18 @@ static void serve(int fd, const char *m)
 			usleep(200000);
 		}
 	} else if (!strncmp(m, "grpc-", 5)) {
-		/* SETTINGS; HEADERS (:status 200, static index 8); DATA, one
+		/* SETTINGS; HEADERS (:status 200, static index 8, and
+		 * content-type, static name 31, application/grpc); DATA, one
 		 * message with the status; trailers (grpc-status 0) ending the
 		 * stream. Frames: 3-byte length, type, flags, stream. */
 		static const char answer[] =
 			"\0\0\0\x04\0\0\0\0\0"
-			"\0\0\x01\x01\x04\0\0\0\x01\x88"
+			"\0\0\x14\x01\x04\0\0\0\x01\x88\x0f\x10\x10" "application/grpc"
 			"\0\0\x07\0\0\0\0\0\x01\0\0\0\0\x02\x08S"
 			"\0\0\x0f\x01\x05\0\0\0\x01\x40\x0bgrpc-status\x01" "0";
 		char a[sizeof(answer) - 1];
 		memcpy(a, answer, sizeof(a));
-		a[9 + 10 + 9 + 6] = strcmp(m, "grpc-serving") ? 2 : 1; /* the 'S' */
+		a[9 + 29 + 9 + 6] = strcmp(m, "grpc-serving") ? 2 : 1; /* the 'S' */
 		put(fd, a, sizeof(a));
 		/* The client closes once it has read the answer. */
 		while (recv(fd, req, sizeof(req), 0) > 0)

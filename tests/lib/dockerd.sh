@@ -16,6 +16,10 @@
 # It installs nothing: when dockerd, the docker CLI, docker-compose or a
 # static busybox is missing, the whole test is skipped.
 #
+# DH_COMPOSE_V2=1, set before dockerd_start: Compose v2 (`docker compose`,
+# the Go plugin) instead of docker-compose 1.29, skipping the test where the
+# CLI has no v2 plugin (Debian 12); dh_compose runs the one chosen.
+#
 # The agent helpers (healthd_*) run $HEALTHD_BUILD/dstack-healthd against it.
 
 DH_DOCKER=/usr/bin/docker
@@ -60,8 +64,13 @@ dh_skip_unless_usable() {
 	[ "$(id -u)" = 0 ] || skip_all "dockerd needs root"
 	command -v dockerd >/dev/null 2>&1 || skip_all "dockerd is not installed"
 	[ -x "$DH_DOCKER" ] || skip_all "$DH_DOCKER is not installed"
-	command -v docker-compose >/dev/null 2>&1 ||
-		skip_all "docker-compose is not installed"
+	if [ -n "${DH_COMPOSE_V2:-}" ]; then
+		"$DH_DOCKER" compose version --short 2>/dev/null | grep -Eq '^v?2\.' ||
+			skip_all "Compose v2 (docker compose) is not installed"
+	else
+		command -v docker-compose >/dev/null 2>&1 ||
+			skip_all "docker-compose is not installed"
+	fi
 	command -v curl >/dev/null 2>&1 || skip_all "curl is not installed"
 	command -v python3 >/dev/null 2>&1 || skip_all "python3 is not installed"
 	[ -x /bin/busybox ] || skip_all "busybox-static is not installed"
@@ -249,12 +258,18 @@ dh_expect_state() {
 	is "$(dh_state "$2")" "$3" "runtime: $2 is $3"
 }
 
-# dh_compose PROJECT FILE ARGS...: docker-compose on a file of tests/e2e/compose.
+# dh_compose PROJECT FILE ARGS...: docker-compose on a file of tests/e2e/compose
+# (with DH_COMPOSE_V2, `docker compose`).
 dh_compose() {
 	local project=$1 file=$2
 	shift 2
-	timeout 120 docker-compose --no-ansi -p "$project" \
-		-f "$DH_COMPOSE_DIR/$file" "$@"
+	if [ -n "${DH_COMPOSE_V2:-}" ]; then
+		timeout 120 "$DH_DOCKER" compose --ansi never --progress plain \
+			-p "$project" -f "$DH_COMPOSE_DIR/$file" "$@"
+	else
+		timeout 120 docker-compose --no-ansi -p "$project" \
+			-f "$DH_COMPOSE_DIR/$file" "$@"
+	fi
 }
 
 DH_COMPOSE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/compose" && pwd)

@@ -7,9 +7,10 @@
 # of adding to the suite's time on a fresh machine. They find the tarball
 # made, or wait on the cache's lock while it is being made; if this fails,
 # they try again themselves and say why. Prints one line a root, in the
-# order they are used (systemd.sh's first). Only what those scripts would
-# use is built: as root, with debootstrap; the systemd root only when
-# dockerd is installed, the Debian 13 one unless HEALTHD_TRIXIE=0.
+# order they are used (image_container.sh's first). Only what those scripts
+# would use is built: as root, with debootstrap; the root image_container.sh
+# builds the image in and the systemd root only when dockerd is installed,
+# the Debian 13 one unless HEALTHD_TRIXIE=0.
 set -u
 cd "$(dirname "$0")/../.."
 [ "$(id -u)" = 0 ] && command -v debootstrap >/dev/null 2>&1 || {
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 	exit 0
 }
 presets=()
-command -v dockerd >/dev/null 2>&1 && presets+=(systemd)
+command -v dockerd >/dev/null 2>&1 && presets+=(bookworm-image systemd)
 [ "${HEALTHD_TRIXIE:-1}" = 0 ] || presets+=(trixie-build)
 rc=0
 for p in "${presets[@]}"; do

@@ -296,7 +296,7 @@ ro_recreate() {
 }
 
 # ro_retrying MS: the proxies retry a backend that is away for MS (0:
-# never), as the README advises an app whose kept-alive connections must
+# never), as docs/operator.md advises an app whose kept-alive connections must
 # survive a backend's recreate: each proxy recreated with it in turn (its
 # environment changed), outside any window, each instance back on every
 # gateway node before the next.

@@ -13,6 +13,15 @@ trixie-build) # Debian 13's toolchain and libraries (tests/e2e/trixie.sh)
 	ROOTFS_MIRROR_SUITE=bookworm
 	ROOTFS_FLAVOR=build
 	ROOTFS_INCLUDE=gcc,make,pkg-config,libmicrohttpd-dev,libprotobuf-c-dev,protobuf-c-compiler,libjsmn-dev,libmbedtls-dev,libsystemd-dev,curl,python3,protobuf-compiler,procps,iproute2,openssl
+	# and its Docker 26 and Compose v2 (tests/e2e/compose_v2.sh, run there):
+	# debootstrap takes no Recommends, so the CLI is named; the images are
+	# made of busybox-static.
+	ROOTFS_INCLUDE=$ROOTFS_INCLUDE,docker.io,docker-cli,docker-compose,busybox-static
+	;;
+bookworm-image) # `debian:12` with what `build-aux/deps.sh image` installs
+	# (tests/e2e/image_container.sh): the container has no network.
+	ROOTFS_FLAVOR=image
+	ROOTFS_INCLUDE=$(build-aux/deps.sh --list image | tr ' ' ',')
 	;;
 *) echo "tests/lib/rootfs.sh: unknown ROOTFS_PRESET ${ROOTFS_PRESET}" >&2 ;;
 esac
@@ -101,4 +110,36 @@ rootfs_tarball() {
 	rc=$?
 	[ "$rc" -eq 0 ] || return "$rc"
 	printf '%s\n' "$tar"
+}
+
+# rootfs_pivot ROOT COMMAND...: runs COMMAND with ROOT as the root of this
+# mount namespace, as a container's is, with what a dockerd run there needs
+# of the machine: /sys, whose /sys/fs/cgroup holds this kernel's hierarchies
+# as they are mounted here (v1, v2 or both: dockerd makes each container's
+# cgroup there; a root cannot tell which to mount, a bind brings what is
+# there). debootstrap made ROOT's /dev nodes already.
+#
+# pivot_root, not chroot: a chroot leaves the machine's / the root of the
+# namespace, and so of every mount namespace runc copies from it; a process
+# that joins a container's (`docker exec`, and so every healthcheck) is put
+# at that root, and ran in the machine's / instead of the container's (seen:
+# a healthcheck's `test -e /ok` read the machine's /ok). dockerd also makes
+# / a slave mount when it unpacks an image, which fails where / is a mere
+# folder: ROOT is bound onto itself first.
+#
+# To be called in a mount namespace of the caller's own (unshare --mount,
+# whose mounts are private; refused in the machine's): the binds end with
+# it, and the machine's / is detached from it before COMMAND runs.
+rootfs_pivot() {
+	local r=$1
+	shift
+	if [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]; then
+		echo "rootfs_pivot: not in a mount namespace of its own" >&2
+		return 1
+	fi
+	# Recursive: unshare --mount-proc has mounted ROOT/proc already.
+	mount --rbind "$r" "$r" && mount --rbind /sys "$r/sys" &&
+		mkdir -p "$r/.oldroot" && cd "$r" && pivot_root . .oldroot &&
+		umount -l /.oldroot && rmdir /.oldroot || return 1
+	exec "$@"
 }

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-# The sidecar's image as `make image` builds it (README, "The sidecar's
-# image"), loaded into the private dockerd of tests/lib/dockerd.sh (sourced
-# after it): the archive's docker manifest is what Debian 12's `docker load`
-# reads. Built from the plain build folder (build/), whichever build the
+# The sidecar's image as `make image` builds it (docs/app-developer.md, "The
+# sidecar's image"), loaded into the private dockerd of tests/lib/dockerd.sh
+# (sourced after it): the archive's docker manifest is what Debian 12's `docker
+# load` reads. Built from the plain build folder (build/), whichever build the
 # test runs with: an ASan agent needs libraries the image does not carry.
 #
 # sidecar_build: `make image` alone. 0 built, with SIDECAR_DIGEST its

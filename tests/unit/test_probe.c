@@ -79,7 +79,14 @@ static void labels(void)
 		{ "grpcs://:443/app.Store", "1s", "2s", NULL, "2", NULL, 1, PROBE_GRPCS, 443, "app.Store", NULL },
 		{ "grpc://10.0.0.1:50051", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "names a host" },
 		{ "grpc://:50051/a?b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "takes no query" },
-		{ "grpc://:50051/a b", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "percent-encoded" },
+		/* A gRPC service name is shown as it is: printable ASCII only
+		 * (issue 42), a URL's rules aside. */
+		{ "grpc://:50051/a b", NULL, NULL, NULL, NULL, NULL, 1, PROBE_GRPC, 50051, "a b", NULL },
+		{ "grpc://:50051/[x]{y}|~", NULL, NULL, NULL, NULL, NULL, 1, PROBE_GRPC, 50051, "[x]{y}|~", NULL },
+		{ "grpc://:50051/a\x1f", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "a gRPC service name must be printable ASCII (it is shown in entries and logs)" },
+		{ "grpc://:50051/a\x7f", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "printable ASCII" },
+		{ "grpc://:50051/caf\xc3\xa9", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "printable ASCII" },
+		{ "grpcs://:50051/a\r\nb", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "printable ASCII" },
 		{ "grpc://:0", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:0/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
 		{ "http://:65536/", NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, "port" },
@@ -291,6 +298,77 @@ static void machine(void)
 	is_str(text, "probe unhealthy (timed out)", "text of a timeout");
 }
 
+/* The public words name a result from the agent's own tables; the
+ * operator's add the codes and what probe/grpc.c said (issue 42). */
+static void words(void)
+{
+	static const struct {
+		enum probe_result r;
+		int code;
+		const char *detail, *text, *full;
+	} t[] = {
+		{ PROBE_GRPC_CALL_STATUS, 14, "grpc-message \"no backend\"",
+		  "probe unhealthy (gRPC status UNAVAILABLE)",
+		  "gRPC status UNAVAILABLE, grpc-message \"no backend\"" },
+		{ PROBE_GRPC_CALL_STATUS, 5, "", "probe unhealthy (gRPC status NOT_FOUND)",
+		  "gRPC status NOT_FOUND" },
+		{ PROBE_GRPC_CALL_STATUS, 1, "", "probe unhealthy (gRPC status CANCELLED)",
+		  "gRPC status CANCELLED" },
+		{ PROBE_GRPC_CALL_STATUS, 16, "", "probe unhealthy (gRPC status UNAUTHENTICATED)",
+		  "gRPC status UNAUTHENTICATED" },
+		{ PROBE_GRPC_CALL_STATUS, 17, "", "probe unhealthy (gRPC status code 17)",
+		  "gRPC status code 17" },
+		{ PROBE_GRPC_CALL_STATUS, -1, "", "probe unhealthy (gRPC status code -1)",
+		  "gRPC status code -1" },
+		{ PROBE_GRPC_STATUS, 2, "", "probe unhealthy (gRPC health status NOT_SERVING)",
+		  "gRPC health status NOT_SERVING" },
+		{ PROBE_GRPC_STATUS, 4, "", "probe unhealthy (gRPC health status out of range)",
+		  "gRPC health status out of range" },
+		{ PROBE_GRPC_NO_MESSAGE, 0, "grpc-status 0 without a HealthCheckResponse",
+		  "probe unhealthy (gRPC call ended without an answer)",
+		  "gRPC call ended without an answer, grpc-status 0 without a HealthCheckResponse" },
+		{ PROBE_HTTP1, 400, "status line HTTP/1.x 400", "probe unhealthy (HTTP/1 answer, not HTTP/2)",
+		  "HTTP/1 answer, not HTTP/2, status line HTTP/1.x 400" },
+		{ PROBE_STATUS, 502, "content-type \"text/html\"", "probe unhealthy (HTTP status 502)",
+		  "HTTP status 502, content-type \"text/html\"" },
+		{ PROBE_GRPC_BAD, 0, "DATA before the response headers ended",
+		  "probe unhealthy (not a gRPC answer)",
+		  "not a gRPC answer, DATA before the response headers ended" },
+		{ PROBE_STREAM_RESET, 7, "", "probe unhealthy (gRPC call reset (RST_STREAM))",
+		  "gRPC call reset (RST_STREAM), HTTP/2 error code 7 REFUSED_STREAM" },
+		{ PROBE_GOAWAY, 0, "last stream 0: the call was not taken",
+		  "probe unhealthy (connection closed by the server (GOAWAY))",
+		  "connection closed by the server (GOAWAY), HTTP/2 error code 0 NO_ERROR, last stream 0: "
+		  "the call was not taken" },
+		{ PROBE_BOUNDS, 0, "a header block over 1536 bytes",
+		  "probe unhealthy (answer over the agent's bounds)",
+		  "answer over the agent's bounds, a header block over 1536 bytes" },
+	};
+	struct probe_spec spec = { .retries = 1, .success_threshold = 1 };
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct probe_state st;
+		char text[200], full[400];
+		probe_state_init(&st, 0);
+		probe_state_apply(&st, &spec, t[i].r, t[i].code, 0, 0, 1);
+		snprintf(st.last_detail, sizeof(st.last_detail), "%s", t[i].detail);
+		probe_state_text(&st, text, sizeof(text));
+		probe_last_detail(&st, full, sizeof(full));
+		is_str(text, t[i].text, "public words of %s %d", probe_result_name(t[i].r), t[i].code);
+		is_str(full, t[i].full, "operator's words of %s %d", probe_result_name(t[i].r),
+		       t[i].code);
+		ok(strstr(text, "no backend") == NULL && strstr(text, "content-type") == NULL,
+		   "no server byte in the public words of %s", probe_result_name(t[i].r));
+	}
+	struct probe_state st;
+	probe_state_init(&st, 0);
+	snprintf(st.last_detail, sizeof(st.last_detail), "old");
+	probe_state_apply(&st, &spec, PROBE_REFUSED, 0, 0, 0, 1);
+	is_str(st.last_detail, "", "a new result clears the last one's detail");
+	for (int r = 0; r < PROBE_N_RESULTS; r++)
+		ok(probe_result_text(r) && probe_result_name(r) && strcmp(probe_result_text(r), "?") &&
+		   strcmp(probe_result_name(r), "?"), "result %d has words and a name", r);
+}
+
 /* Docker's and nerdctl's inspect shapes give the container's own address;
  * the judge serves what the probe says. */
 static const char docker_obj[] =
@@ -476,6 +554,7 @@ int main(void)
 	labels();
 	answers();
 	machine();
+	words();
 	addresses();
 	judge();
 	return done_testing();

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Table tests for rpc/prpc.c: every routing rule of docs/design.md §3. */
+/* Table tests for rpc/prpc.c: every routing rule of docs/design/prpc.md. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The consecutive-failure rule (docs/design.md §4): a failed refresh keeps the
+/* The consecutive-failure rule (docs/design/verdict.md): a failed refresh keeps the
  * previous verdict twice; from the third failure in a row the verdict is
  * healthy:false, no entries, error = what failed in the agent's own words
  * (the message, which may quote the runtime, only in detail); one success
