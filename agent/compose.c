@@ -21,6 +21,8 @@
  *   judge that turns health_check on without a status file is refused:
  *   nothing could ever be judged (docs/design/verdict.md).
  * - A known field given twice is an error: which one wins is not defined.
+ * - port_policy, the ports the gateway sends a PROXY header to, as the
+ *   guest reads it (agent/portpolicy.h).
  * Messages name the field; compose_load prefixes the file's name (never its
  * path: they are served to anonymous callers). */
 #include "agent/compose.h"
@@ -221,16 +223,16 @@ static int parse_requirements(const struct json *j, int obj, struct app_compose 
 
 /* Index of each known top-level field, -1 when absent. */
 struct top {
-	int version, name, runner, requirements;
+	int version, name, runner, requirements, port_policy;
 };
 
 static int find_top(const struct json *j, struct top *t, struct errbuf *err)
 {
 	static const char *names[] = { "manifest_version", "name", "runner",
-				       "requirements" };
-	int *slot[] = { &t->version, &t->name, &t->runner, &t->requirements };
+				       "requirements", "port_policy" };
+	int *slot[] = { &t->version, &t->name, &t->runner, &t->requirements, &t->port_policy };
 
-	*t = (struct top){ -1, -1, -1, -1 };
+	*t = (struct top){ -1, -1, -1, -1, -1 };
 	JSON_OBJECT_FOREACH(j, 0, k, v, cnt) {
 		for (size_t f = 0; f < ARRAY_SIZE(names); f++) {
 			if (!json_str_eq(j, k, names[f]))
@@ -281,6 +283,8 @@ static int parse_doc(const struct json *j, struct app_compose *c, struct errbuf 
 	if (t.name >= 0 && (r = get_string(j, t.name, "name", &c->name, err)) < 0)
 		return r;
 	if ((r = parse_runner(j, t.runner, c, err)) < 0)
+		return r;
+	if (t.port_policy >= 0 && (r = portpolicy_parse(j, t.port_policy, &c->ports, err)) < 0)
 		return r;
 	if (t.requirements < 0)
 		return 0;
@@ -348,6 +352,8 @@ bool manifest_try(struct manifest *m, const char *path)
 		free(m->app.health_status_file);
 		m->app.health_status_file = NULL;
 	}
+	if (m->ok && m->on_usable)
+		m->on_usable(m);
 	return m->ok;
 }
 
@@ -364,5 +370,6 @@ void compose_free(struct app_compose *c)
 	free(c->name);
 	free(c->runner);
 	free(c->health_status_file);
+	portpolicy_free(&c->ports);
 	memset(c, 0, sizeof(*c));
 }

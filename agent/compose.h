@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/portpolicy.h"
 #include "base/err.h"
 
 #define COMPOSE_MAX_BYTES (4u << 20)
@@ -27,6 +28,7 @@ struct app_compose {
 	bool health_check;     /* requirements.health_check */
 	char *health_status_file; /* requirements.health_status_file, absolute, or NULL */
 	char hash[65];         /* SHA-256 of the file's bytes, lower-case hex */
+	struct port_policy ports; /* port_policy (agent/portpolicy.h) */
 };
 
 /* Reads and validates path. On failure err (tagged ERR_KIND_COMPOSE) names
@@ -50,6 +52,9 @@ struct manifest {
 	 * file (a sidecar): requirements.health_status_file names that file,
 	 * so it is dropped and the Compose containers are judged. */
 	bool writes_status_file;
+	/* Called (on the thread that read it) when the file becomes usable
+	 * after it was not; NULL for none. */
+	void (*on_usable)(const struct manifest *m);
 };
 
 /* Reads path into m unless m is usable already; true when it is. */

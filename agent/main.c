@@ -19,6 +19,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +41,7 @@
 #include "base/version.h"
 #include "rpc/control.h"
 #include "rpc/encode.h"
+#include "rpc/addr.h"
 #include "rpc/listen.h"
 #include "rpc/relay.h"
 #include "rpc/server.h"
@@ -52,6 +55,8 @@ struct agent {
 	struct config cfg;
 	struct manifest m;
 };
+
+static void front_apply(const struct manifest *m);
 
 static int load(int argc, char *argv[], struct agent *a, struct errbuf *err)
 {
@@ -288,6 +293,8 @@ static void reload(int argc, char *argv[], struct agent *a, struct cache *cache,
 	bool same = had && source_same(&a->cfg, &a->m, &n.cfg, &n.m);
 	free_agent(a);
 	*a = n;
+	a->m.on_usable = front_apply;
+	front_apply(&a->m);
 	view->first_trigger = TRIGGER_RELOAD;
 	opview_publish_config(view, &a->cfg);
 	if (the_drain)
@@ -361,6 +368,48 @@ static void local_desc(int control_fd, int metrics_fd, char *buf, size_t n)
 		m[0] = '\0';
 	snprintf(buf, n, "%s%s%s%s%s", c[0] ? "; control socket " : "; no control socket", c,
 		 m[0] ? "; metrics on http://" : "", m, m[0] ? "/metrics" : "");
+}
+
+/* The public listener's TCP port, or -1 (a unix socket, none). */
+static int listen_port(int fd)
+{
+	union rpc_addr a;
+	socklen_t len = sizeof(a);
+	if (fd < 0 || getsockname(fd, &a.sa, &len) < 0)
+		return -1;
+	if (a.sa.sa_family == AF_INET)
+		return ntohs(a.in.sin_port);
+	if (a.sa.sa_family == AF_INET6)
+		return ntohs(a.in6.sin6_port);
+	return -1;
+}
+
+/* The public listener and its port, for the app's port_policy. */
+static struct rpc_server *the_server;
+static int the_port = -1;
+static atomic_int the_pp = -1; /* what was said last: -1 nothing yet */
+
+/* app-compose.json usable (at the start, on a reload, or later on a
+ * refresh): a PROXY header is read first on each public connection only
+ * when the app declared the listener's own port with "pp": true, for then
+ * the gateway writes one before every connection it opens to it
+ * (docs/design/front.md, "Who is asking"). Called on the thread that read the
+ * file; the server's flag is an atomic. */
+static void front_apply(const struct manifest *m)
+{
+	bool pp = the_port >= 0 && m->ok && portpolicy_pp(&m->app.ports, (uint16_t)the_port);
+	if (!the_server)
+		return;
+	rpc_server_set_proxy(the_server, pp);
+	/* Said when it is on, and when it changes; off from the start is
+	 * the default, and says nothing. */
+	int was = atomic_exchange(&the_pp, pp);
+	if (was != pp && (pp || was == 1))
+		log_msg(LOG_INFO, pp ? "app-compose.json declares port %d with \"pp\": true: each "
+				       "public connection is read for a PROXY header first"
+				     : "app-compose.json no longer declares port %d with \"pp\": true: "
+				       "no PROXY header is read on it",
+			the_port);
 }
 
 static int open_metrics(const struct agent *a)
@@ -503,10 +552,15 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 		}
 		so.relay = co.relay = relay;
 	}
+	the_port = listen_port(fd);
 	if (fd >= 0 && rpc_server_start(&so, &srv, &err) < 0) {
 		log_msg(LOG_ERR, "cannot start the pRPC server on %s: %s", desc, err.msg);
 		goto out;
 	}
+	the_server = srv;
+	a->m.on_usable = front_apply;
+	if (a->m.ok)
+		front_apply(&a->m);
 	co.server = srv;
 	char local[600] = "; no control socket";
 	if ((control_fd >= 0 || metrics_fd >= 0) && control_start(&co, &ctl, &err) < 0)
@@ -552,6 +606,7 @@ static int serve(int argc, char *argv[], struct agent *a, const sigset_t *sigs)
 	rc = EXIT_SUCCESS;
 out:
 	refresh_stop(rf, NULL);
+	the_server = NULL;
 	rchan.ctl = NULL;
 	control_stop(ctl);
 	rpc_server_stop(srv);

@@ -96,3 +96,15 @@ void log_fields(int prio, const char *const *fields, const char *fmt, ...)
 	log_v(prio, fields, fmt, ap);
 	va_end(ap);
 }
+
+bool log_limit_pass(struct log_limit *l, int64_t now, unsigned *suppressed)
+{
+	if (now < l->next) {
+		l->suppressed++;
+		return false;
+	}
+	*suppressed = l->suppressed;
+	l->suppressed = 0;
+	l->next = now + LOG_LIMIT_MS;
+	return true;
+}

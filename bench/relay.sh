@@ -22,6 +22,13 @@
 #   7f. Parked heads (issue 33): 1000 heads near 32 KiB, each trickling a
 #       byte every 50 ms, from one address, for 20 s: Health p99 and the
 #       agent's CPU, beside the same agent's Health p99 with nothing parked.
+#   7g. Behind a gateway that says who asks (issue 43): one client floods
+#       with 1000 requests the guest agent answers after 30 s while another
+#       loads the dashboard every 200 ms for 20 s; the agent without PROXY
+#       headers (every connection from one address, as through a gateway
+#       that sends none), the agent on a port declared "pp" with the
+#       gateway's version 2 header on each connection, and nginx reading
+#       the header (proxy_protocol) with limit_conn by its address.
 # bench/README.md says how each figure is taken.
 
 # relay_nginx NAME TEMPLATE RUNNER [@KEY@=VALUE...]: nginx from TEMPLATE,
@@ -203,6 +210,7 @@ relay_section() {
 	relay_hold "$rl_port" "$rl_pid" "$fr_port" "$fr_pid"
 	relay_waves "$rl_port" "$rl_pid" "$fr_port"
 	relay_heads "$up_port"
+	relay_clients "$up_port" "$rl_port"
 	stop_pid "$fr_pid"
 	stop_pid "$fk_pid"
 	stop_pid "$rl_pid"
@@ -369,3 +377,65 @@ relay_heads() {
 	row "agent CPU under the heads (% of a core)" "$pct" "" "" "< 30" "$(yes_no ge 30 "$pct")"
 	row "the heads' client" "$(cat "$T/heads.client")" "" "" "" ""
 }
+
+# clients_run NAME PORT [proxy]: 7g against one front: 127.0.0.2 floods
+# (with proxy, every connection with a v2 header naming its client; without,
+# the flood from 127.0.0.1 too: one address for all), then the dashboard
+# from 127.0.0.1 every 200 ms for CLIENTS_S s. Leaves $T/clients.NAME.{flood,dash}.
+CLIENTS_S=20
+CLIENTS_FLOOD=1000
+clients_run() {
+	local name=$1 port=$2 fl from=127.0.0.1 hdr=()
+	[ "${3:-}" = proxy ] && from=127.0.0.2 hdr=(--proxy v2)
+	python3 tests/fakes/relay_client.py "$port" hold "$CLIENTS_FLOOD" "/slow/f?s=30" --from "$from" \
+		"${hdr[@]}" --reopen 0.2 >"$T/clients.$name.flood" 2>>"$T/relay.log" &
+	fl=$!
+	PIDS+=($fl)
+	wait_for 60 grep -q opened= "$T/clients.$name.flood" || say "7g $name: the flood did not open in 60 s"
+	sleep 3 # the flood fills the slots and the queue: the load, not an event
+	timeout --foreground $((CLIENTS_S + 30)) "${MEASURE[@]}" python3 bench/relay_load.py poll \
+		"127.0.0.1:$port" /1k "$CLIENTS_S" 200 ${3:+127.0.0.1} >"$T/clients.$name.dash" 2>&1
+	stop_pid "$fl"
+	cat "$T/clients.$name".* >>"$T/relay.log"
+}
+
+# relay_clients UPSTREAM_PORT AGENT_PORT: 7g.
+relay_clients() {
+	local up=$1 plain=$2 pp pp_pid np np_pid d n
+	say "7g. one client's flood of slow requests beside another's dashboard: the agent without and with PROXY headers, nginx with proxy_protocol and limit_conn"
+	pp=$(free_port)
+	printf '{"manifest_version":"3","name":"bench","runner":"docker-compose","port_policy":{"ports":[{"port":%s,"pp":true}]}}\n' \
+		"$pp" >"$T/app-pp.json"
+	"${SRV[@]}" "$AGENT" --listen "127.0.0.1:$pp" --compose-file "$T/app-pp.json" \
+		--relay "127.0.0.1:$up" >"$T/pp.log" 2>&1 &
+	pp_pid=$!
+	PIDS+=($pp_pid)
+	wait_for 10 grep -q 'serving on 127.0.0.1:' "$T/pp.log" || { say "the pp agent did not start"; return 1; }
+	np=$(free_port)
+	mkdir -p "$T/np"
+	sed -e "s|@T@|$T|g" -e "s|@PORT@|$np|g" -e "s|@UPPORT@|$up|g" -e "s|@NAME@|np|g" \
+		-e "s|@LIMIT@|$NGINX_PER_CLIENT|g" bench/nginx-proxy.conf.in >"$T/nginx-np.conf"
+	"${SRV[@]}" nginx -c "$T/nginx-np.conf" -e "$T/np/error.log" >"$T/nginx-np.out" 2>&1 &
+	np_pid=$!
+	PIDS+=($np_pid)
+	wait_for 10 sh -c "ss -Hltn '( sport = :$np )' | grep -q ." || { say "nginx np did not start"; return 1; }
+	clients_run plain "$plain"
+	clients_run pp "$pp" proxy
+	clients_run nginx "$np" proxy
+	stop_pid "$pp_pid"
+	stop_pid "$np_pid"
+	section "7g. Behind a gateway that says who asks (issue 43): 127.0.0.2 holds $CLIENTS_FLOOD connections of GET /slow (the guest agent answers after 30 s; reopened 0.2 s after a close), more than the 512 relay slots; from 127.0.0.1 a dashboard request (GET /1k, fresh connection, 2 s timeout) every 200 ms for ${CLIENTS_S} s. The agent without headers: every connection from 127.0.0.1, one address, as through a gateway that sends none; with: its port declared \"pp\", each connection with the gateway's version 2 header naming its client. nginx: proxy_protocol on its listener, limit_conn $NGINX_PER_CLIENT by \$proxy_protocol_addr"
+	row "measure" "agent" "nginx (1 wkr)" "" "target" ""
+	d=$(cat "$T/clients.plain.dash")
+	row "no headers: dashboard answered" "$(kv ok "$d")/$(kv polls "$d")" "" "" "(one client: its share is all)" ""
+	d=$(cat "$T/clients.pp.dash") n=$(cat "$T/clients.nginx.dash")
+	row "PROXY v2: dashboard answered" "$(kv ok "$d")/$(kv polls "$d")" "$(kv ok "$n")/$(kv polls "$n")" "" "100%" \
+		"$(yes_no test "$(kv ok "$d")" = "$(kv polls "$d")")"
+	row "PROXY v2: dashboard p50 / p99 (ms)" "$(kv p50 "$d") / $(kv p99 "$d")" "$(kv p50 "$n") / $(kv p99 "$n")" "" "" ""
+	row "the flood: opened / closed by the front (PROXY v2)" \
+		"$(kv opened "$(tail -n1 "$T/clients.pp.flood")")/$(kv closed_by_server "$(tail -n1 "$T/clients.pp.flood")")" \
+		"$(kv opened "$(tail -n1 "$T/clients.nginx.flood")")/$(kv closed_by_server "$(tail -n1 "$T/clients.nginx.flood")")" "" "" ""
+}
+# nginx's limit per client in 7g: half of the relay's 512 slots, the share
+# each of two clients has.
+NGINX_PER_CLIENT=256

@@ -6,16 +6,19 @@
       a stand-in for the guest agent's /logs/<name>?follow=...: every
       request is answered with a chunked stream, one line every 100 ms
       (every S seconds with every=S in the query), until the client goes; bench/run.sh's upstream nginx passes /logs/
-      on to it.
+      on to it. /slow/<name>?s=S is answered "slow" after S seconds (a
+      request the guest agent takes its time over), then closed.
   relay_load.py streams HOST:PORT N SECONDS
       opens N such streams (GET /logs/bench?follow=true, one connection
       each), reads them for SECONDS and prints one line:
         streams=N opened=N open_at_end=N bytes=N
       a stream that ends early or never answers is not open at the end.
-  relay_load.py poll HOST:PORT PATH SECONDS GAP_MS
+  relay_load.py poll HOST:PORT PATH SECONDS GAP_MS [ADDR]
       GET PATH on a fresh connection (Connection: close) every GAP_MS for
       SECONDS, each read to its end within 2 s, as a user loads the
-      dashboard; prints one line:
+      dashboard; with ADDR, each connection is made from ADDR and starts
+      with a PROXY header (version 2, as the dstack gateway writes it)
+      naming ADDR and its own port; prints one line:
         polls=N ok=N p50=MS p99=MS max=MS
       a poll is ok when it got a 200 and its whole body (Content-Length).
 """
@@ -30,6 +33,12 @@ async def serve_one(reader, writer):
     try:
         head = await reader.readuntil(b"\r\n\r\n")
         line = head.split(b"\r\n", 1)[0]
+        if b" /slow/" in line:
+            wait = float(line.split(b"s=")[1].split(b" ")[0]) if b"s=" in line else 30
+            await asyncio.sleep(wait)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nslow\n")
+            await writer.drain()
+            return
         gap = LINE_GAP
         if b"every=" in line:
             gap = float(line.split(b"every=")[1].split(b" ")[0].split(b"&")[0])
@@ -93,15 +102,26 @@ async def streams(target, n, seconds):
         n, stats["opened"], stats["open_at_end"], stats["bytes"]))
 
 
-def poll_once(host, port, path, timeout):
+def proxy_v2(client, sport, dport):
+    """The PROXY header the dstack gateway writes: version 2, TCP over IPv4."""
+    import socket
+    import struct
+    return (b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c" + socket.inet_aton(client) +
+            socket.inet_aton("127.0.0.1") + struct.pack("!HH", sport, dport))
+
+
+def poll_once(host, port, path, timeout, client=None):
     import socket
     t0 = time.monotonic()
     s = socket.socket()
     s.settimeout(timeout)
     data = b""
     try:
+        if client:
+            s.bind((client, 0))
         s.connect((host, port))
-        s.sendall(b"GET %s HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n" % path.encode())
+        hdr = proxy_v2(client, s.getsockname()[1], port) if client else b""
+        s.sendall(hdr + b"GET %s HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n" % path.encode())
         while time.monotonic() - t0 < timeout:
             b = s.recv(65536)
             if not b:
@@ -119,13 +139,14 @@ def poll_once(host, port, path, timeout):
     return ok, time.monotonic() - t0
 
 
-def poll(target, path, seconds, gap_ms):
+def poll(target, path, seconds, gap_ms, client=None):
     host, port = target.rsplit(":", 1)
     lat, ok = [], 0
     end = time.monotonic() + seconds
     due = time.monotonic()
-    while due < end:
-        good, took = poll_once(host, int(port), path, 2.0)
+    # Polls that failed slowly (2 s each) do not run past the window.
+    while due < end and time.monotonic() < end:
+        good, took = poll_once(host, int(port), path, 2.0, client)
         ok += good
         lat.append(took * 1000)
         due += gap_ms / 1000
@@ -143,8 +164,9 @@ def main():
         asyncio.run(serve(int(sys.argv[2])))
     elif len(sys.argv) == 5 and sys.argv[1] == "streams":
         asyncio.run(streams(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
-    elif len(sys.argv) == 6 and sys.argv[1] == "poll":
-        poll(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "poll":
+        poll(sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]),
+             sys.argv[6] if len(sys.argv) == 7 else None)
     else:
         sys.exit(__doc__)
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "rpc/control.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "rpc/encode.h"
+#include "rpc/queue.h"
 #include "rpc/relay.h"
 #include "rpc/server.h"
 
@@ -176,6 +178,10 @@ static const struct counter relay_counters[] = {
 		      "connections answered 503 while waiting for a relay slot: pushed out of "
 		      "the full queue by a newcomer from a source with fewer waiting (the "
 		      "youngest of the source with the most)"),
+	RELAY_COUNTER(refused_over_share, "refused_over_share_total", "counter",
+		      "connections answered 503: their client (the address in their PROXY "
+		      "header, else their peer) held more than its share of the relay slots, "
+		      "and none of its own relayed connections could be taken"),
 	RELAY_COUNTER(refused_resources, "refused_resources_total", "counter",
 		      "connections answered 503: no socket to the guest agent, or no room to "
 		      "watch one (out of fds or memory)"),
@@ -184,6 +190,10 @@ static const struct counter relay_counters[] = {
 	RELAY_COUNTER(evicted, "evicted_total", "counter",
 		      "relayed connections reset to make room when the slots were full: the "
 		      "youngest of those idle between exchanges"),
+	RELAY_COUNTER(evicted_over_share, "evicted_over_share_total", "counter",
+		      "relayed connections in flight (moving bytes, awaiting an answer, a "
+		      "stream) reset to make room for a client within its share: their own "
+		      "client held more than its share of the slots"),
 	RELAY_COUNTER(idle_closed, "idle_closed_total", "counter",
 		      "relayed connections reset after relay_idle_timeout without a byte either way"),
 	RELAY_COUNTER(head_timeout, "head_timeout_total", "counter",
@@ -231,6 +241,15 @@ static const struct counter listener_counters[] = {
 			 "public connections closed to make room when the slots were full, the "
 			 "longest waiting for a request first (Health's, and those whose first "
 			 "line never ended; the relay's are relay_head_evicted_total)"),
+	LISTENER_COUNTER(proxy_read, "proxy_read_total",
+			 "public connections whose PROXY header was read and taken off (the "
+			 "listener's port declared with pp: true in app-compose.json's port_policy)"),
+	LISTENER_COUNTER(proxy_none, "proxy_none_total",
+			 "public connections on a port declared with pp: true that had no PROXY "
+			 "header (the gateway's own requests), served as one unknown client"),
+	LISTENER_COUNTER(proxy_refused, "proxy_refused_total",
+			 "public connections closed for a PROXY header malformed, over-long or "
+			 "cut short, nothing of them relayed or answered"),
 #undef LISTENER_COUNTER
 };
 
@@ -272,7 +291,18 @@ static int relay_status_json(struct control *ct, struct json_buf *b)
 	if (!e) e = json_buf_string(b, relay_address(ct->o.relay));
 	if (!e) e = view_printf(b, ",\"slots\":%u,\"queue\":%u", st.slots, st.queue);
 	if (!e) e = counters_json(b, &st, relay_counters, ARRAY_SIZE(relay_counters), false);
-	return e ? e : json_buf_puts(b, "}");
+	/* Who holds the slots: the clients (the address in a connection's
+	 * PROXY header, else its peer; an IPv6 one as its /64) holding the
+	 * most, at most RELAY_TOP_CLIENTS of them. */
+	if (!e) e = view_printf(b, ",\"clients\":%u,\"top_clients\":[", st.clients);
+	for (size_t i = 0; !e && i < st.n_top; i++) {
+		char who[INET6_ADDRSTRLEN + 8];
+		queue_source_format(&st.top[i].key, who, sizeof(who));
+		e = view_printf(b, "%s{\"client\":", i ? "," : "");
+		if (!e) e = json_buf_string(b, who);
+		if (!e) e = view_printf(b, ",\"links\":%u}", st.top[i].links);
+	}
+	return e ? e : json_buf_puts(b, "]}");
 }
 
 /* "listener": what the public listener closed for want of a request; null
@@ -311,6 +341,20 @@ static int relay_metrics(struct control *ct, struct json_buf *b)
 	if (!e) e = view_prom_family(b, "dstack_healthd_relay_queue", "gauge",
 				     "new relayed connections that may wait for a slot at once");
 	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_queue", NULL, st.queue);
+	/* Who holds the slots, as counts: never an address as a label (an
+	 * unbounded set of series); /status names them. */
+	if (!e) e = view_prom_family(b, "dstack_healthd_relay_clients", "gauge",
+				     "clients holding relayed connections (the address in a "
+				     "connection's PROXY header, else its peer)");
+	if (!e) e = view_prom_sample(b, "dstack_healthd_relay_clients", NULL, st.clients);
+	if (!e) e = view_prom_family(b, "dstack_healthd_relay_client_links", "gauge",
+				     "relayed connections held by the clients holding the most, by "
+				     "rank (1: the most; /status names them)");
+	for (size_t i = 0; !e && i < st.n_top; i++) {
+		char rank[32];
+		snprintf(rank, sizeof(rank), "rank=\"%zu\"", i + 1);
+		e = view_prom_sample(b, "dstack_healthd_relay_client_links", rank, st.top[i].links);
+	}
 	return e ? e : counters_prom(b, &st, relay_counters, ARRAY_SIZE(relay_counters));
 }
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
@@ -22,6 +23,9 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "rpc/addr.h"
+#include "rpc/proxy.h"
 #include "rpc/refuse.h"
 #include "rpc/relay.h"
 
@@ -68,6 +72,9 @@ struct conn {
 	bool parked;              /* ours, and in our epoll set */
 	bool doomed;              /* shut down; the daemon closes it next turn */
 	bool head;                /* the relay's, waiting for the rest of its head */
+	bool proxy_pending;       /* its PROXY header not read yet (a declared port) */
+	bool from_header;         /* the client is the header's, not the peer */
+	struct proxy_addr client; /* from_header: its address (AF_UNSPEC: unknown) */
 };
 
 struct gate {
@@ -87,7 +94,10 @@ struct gate {
 	void *completed_cls;
 	struct relay *relay;
 	int64_t peek_budget, peek_at; /* bytes that may be peeked, as of peek_at */
+	atomic_bool proxy;            /* the port is declared "pp" (gate_set_proxy) */
+	struct log_limit proxy_log[PROXY_V2_TLV + 2]; /* by enum proxy_why; the last: cut short */
 	atomic_uint_fast64_t head_timeout, evicted; /* struct gate_stats */
+	atomic_uint_fast64_t proxy_read, proxy_none, proxy_refused;
 };
 
 static void unlink_conn(struct conn *k)
@@ -133,6 +143,9 @@ static struct conn *conn_get(struct gate *g, int fd, int64_t now)
 	k->fd = fd;
 	k->ours = true;
 	k->parked = k->doomed = k->head = false;
+	/* Decided once, at the accept: a connection is read as it came. */
+	k->proxy_pending = k->from_header = atomic_load(&g->proxy);
+	k->client.family = AF_UNSPEC;
 	k->look_at = 0;
 	k->peeked = 0;
 	wait_from(g, k, now);
@@ -325,6 +338,15 @@ enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, b
 /* A connection's first look. hup: the peer has ended its stream (or
  * failed), so what is there is all there will be. *seen: the bytes looked
  * at. */
+/* Whether the peer's end of stream has come: the event said so, and this
+ * socket says so. The event may be a closed connection's whose slot this
+ * one took in the same batch. */
+static bool peer_ended(int fd, bool hup)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+	return hup && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static enum gate_route first_look(struct gate *g, int fd, bool hup, size_t *seen)
 {
 	unsigned char buf[GATE_HEAD_MAX];
@@ -337,12 +359,70 @@ static enum gate_route first_look(struct gate *g, int fd, bool hup, size_t *seen
 	if (n == 0)
 		return GATE_CLOSE;
 	*seen = (size_t)n;
-	/* The event may be a closed connection's whose slot this one took in
-	 * the same batch: the end of stream is asked of this socket. */
-	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
-	if (hup && (poll(&pf, 1, 0) != 1 || !(pf.revents & (POLLRDHUP | POLLHUP | POLLERR))))
-		hup = false;
-	return gate_route_first(buf, (size_t)n, hup, g->relay != NULL);
+	return gate_route_first(buf, (size_t)n, peer_ended(fd, hup), g->relay != NULL);
+}
+
+/* A header refused: counted, and logged at most once a LOG_LIMIT_MS for
+ * each way it was wrong (a client's flood of them must not flood the
+ * journal), with the peer that sent it. cut: the peer ended it short. */
+static void proxy_refused(struct gate *g, int fd, enum proxy_why why, bool cut)
+{
+	union rpc_addr peer;
+	socklen_t len = sizeof(peer);
+	char who[80] = "?";
+	unsigned more;
+	atomic_fetch_add(&g->proxy_refused, 1);
+	if (!log_limit_pass(&g->proxy_log[cut ? PROXY_V2_TLV + 1 : why], clock_mono_ms(), &more))
+		return;
+	if (getpeername(fd, &peer.sa, &len) < 0 || rpc_addr_format(&peer, who, sizeof(who)) < 0)
+		snprintf(who, sizeof(who), "?");
+	char since[96] = "";
+	if (more)
+		snprintf(since, sizeof(since), " (and %u more for this since the last such line)", more);
+	log_msg(LOG_WARNING, "listener: closed a connection from %s: PROXY header %s%s", who,
+		cut ? "cut short by the peer's end" : proxy_why_name(why), since);
+}
+
+/* A connection on a port declared "pp": its PROXY header, peeked, then
+ * taken off the socket exactly (rpc/proxy.h never looks past it), so that
+ * what follows is routed and relayed as if it came first. GATE_WAIT while
+ * it is not whole; GATE_CLOSE for a bad one; GATE_AGENT when it is read,
+ * or the connection has none (the gateway's own requests: one unknown
+ * client), and routing goes on. */
+static enum gate_route read_proxy(struct gate *g, struct conn *k, bool hup)
+{
+	unsigned char buf[PROXY_V2_MAX];
+	ssize_t n = recv(k->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? GATE_WAIT
+										 : GATE_CLOSE;
+	if (n == 0)
+		return GATE_CLOSE;
+	k->peeked = (size_t)n;
+	struct proxy_header h;
+	switch (proxy_parse(buf, (size_t)n, &h)) {
+	case PROXY_MORE:
+		if (!peer_ended(k->fd, hup))
+			return GATE_WAIT;
+		proxy_refused(g, k->fd, PROXY_WHY_NONE, true);
+		return GATE_CLOSE;
+	case PROXY_BAD:
+		proxy_refused(g, k->fd, h.why, false);
+		return GATE_CLOSE;
+	case PROXY_NONE:
+		atomic_fetch_add(&g->proxy_none, 1);
+		break;
+	case PROXY_OK:
+		if (recv(k->fd, buf, h.len, MSG_DONTWAIT) != (ssize_t)h.len)
+			return GATE_CLOSE;
+		atomic_fetch_add(&g->proxy_read, 1);
+		if (h.kind == PROXY_ADDRESS)
+			k->client = h.src;
+		k->peeked = 0;
+		break;
+	}
+	k->proxy_pending = false;
+	return GATE_AGENT;
 }
 
 /* Room for any peer's address (accept4, getpeername), read as a sockaddr. */
@@ -372,9 +452,16 @@ static void hand_over(struct gate *g, struct conn *k, const struct sockaddr *sa,
 }
 
 /* Routed to the relay: the gate's slot is free at once; the relay's own
- * slots bound what it holds. */
+ * slots bound what it holds. The relay is told who the client is: the
+ * address in its PROXY header on a declared port (none: unknown), else
+ * its peer. */
 static void relay_over(struct gate *g, struct conn *k, const struct sockaddr *sa, socklen_t alen)
 {
+	struct sockaddr_storage client;
+	if (k->from_header) {
+		alen = proxy_addr_sockaddr(&k->client, &client);
+		sa = (const struct sockaddr *)&client;
+	}
 	unlink_conn(k);
 	int fd = k->fd;
 	conn_put(g, k);
@@ -397,7 +484,9 @@ static void look(struct gate *g, struct conn *k, const struct sockaddr *sa, sock
 		 bool hup)
 {
 	later_del(k);
-	enum gate_route r = first_look(g, k->fd, hup, &k->peeked);
+	enum gate_route r = k->proxy_pending ? read_proxy(g, k, hup) : GATE_AGENT;
+	if (r == GATE_AGENT)
+		r = first_look(g, k->fd, hup, &k->peeked);
 	if (r == GATE_CLOSE) {
 		doom(g, k);
 	} else if (r == GATE_WAIT || r == GATE_WAIT_HEAD) {
@@ -747,6 +836,14 @@ void gate_stats(struct gate *g, struct gate_stats *out)
 {
 	out->head_timeout = atomic_load(&g->head_timeout);
 	out->evicted = atomic_load(&g->evicted);
+	out->proxy_read = atomic_load(&g->proxy_read);
+	out->proxy_none = atomic_load(&g->proxy_none);
+	out->proxy_refused = atomic_load(&g->proxy_refused);
+}
+
+void gate_set_proxy(struct gate *g, bool declared)
+{
+	atomic_store(&g->proxy, declared);
 }
 
 void gate_stop(struct gate *g)

@@ -14,6 +14,10 @@
  * whole, is not for Health is handed to it instead of to the daemon, once
  * its whole first request head has arrived (docs/design/front.md); until
  * then it is the gate's, under the same rules.
+ * On a port the app declared with "pp": true (gate_set_proxy), a PROXY
+ * header is read first (rpc/proxy.h), under the same deadline, and taken
+ * off: what follows is routed as above, and the relay is told the client
+ * in it (docs/design/front.md, "Who is asking").
  * All libmicrohttpd callbacks run on the gate's thread. Any daemon serving
  * requests from ready answers can sit behind one: the caller gives its
  * handlers, the gate owns the daemon.
@@ -87,6 +91,10 @@ enum gate_route gate_route_first(const unsigned char *p, size_t n, bool ended, b
 struct gate_stats {
 	uint64_t head_timeout; /* no request complete within head_timeout_ms */
 	uint64_t evicted;      /* the longest waiting, when the slots were full */
+	/* On a port declared "pp": connections whose PROXY header was read
+	 * and taken off, those that had none (served as one unknown client),
+	 * and those closed for a header malformed, over-long or cut short. */
+	uint64_t proxy_read, proxy_none, proxy_refused;
 };
 
 struct gate;
@@ -97,5 +105,10 @@ int gate_start(const struct gate_opts *o, struct gate **out, struct errbuf *err)
 void gate_stop(struct gate *g);
 /* Any thread. */
 void gate_stats(struct gate *g, struct gate_stats *out);
+/* Whether connections accepted from now on start with a PROXY header (the
+ * app declared the listener's port with "pp": true). Off at the start, so
+ * that until app-compose.json says so no header is ever read: on a port not
+ * declared, anyone can write one. Any thread. */
+void gate_set_proxy(struct gate *g, bool declared);
 
 #endif

@@ -1,54 +1,68 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "rpc/keep.h"
 
-void keep_start(struct keep *k, int64_t now)
+void keep_start(struct keep *hist, int64_t now)
 {
-	*k = (struct keep){ .start = now, .last = now };
+	*hist = (struct keep){ .start = now, .last = now };
 }
 
-void keep_moved(struct keep *k, bool up, int64_t now)
+void keep_moved(struct keep *hist, bool up, uint64_t n, int64_t now)
 {
+	hist->bytes += n;
 	if (up) {
 		/* The client speaks first, or again after an answer began. */
-		if (k->last_down >= k->last_up) {
-			k->turns++;
-			k->turn_at = now;
+		if (hist->last_down >= hist->last_up) {
+			hist->turns++;
+			hist->turn_at = now;
+			hist->turn_bytes = 0;
 		}
-		k->last_up = now;
+		hist->turn_bytes += n;
+		hist->last_up = now;
 	} else {
 		/* The guest agent speaks again, after a pause, and the client
 		 * has said nothing since its last bytes. */
-		if (k->last_down > k->last_up && now - k->last_down >= KEEP_SETTLE_MS)
-			k->stream = true;
-		k->last_down = now;
+		if (hist->last_down > hist->last_up && now - hist->last_down >= KEEP_SETTLE_MS)
+			hist->stream = true;
+		hist->last_down = now;
 	}
-	k->last = now;
+	hist->last = now;
 }
 
-/* Kept past the settle time, by what it is doing or has shown it does. */
-static enum keep_rule kept_beyond_settle(const struct keep *k, int64_t now)
+/* The end of an awaiting request's hold: KEEP_HOLD_MS from its start, and
+ * a second more for every whole KEEP_MIN_RATE bytes of it (bounded: a TiB
+ * is more than any upload and keeps the sum from overflowing). */
+static int64_t awaiting_until(const struct keep *hist)
 {
-	if (k->last_up > k->last_down)
-		return now - k->turn_at < KEEP_HOLD_MS ? KEEP_AWAITING : KEEP_NONE;
-	if (now - k->last < KEEP_HOLD_MS && (k->stream || k->turns >= 2))
+	uint64_t bytes = hist->turn_bytes < (1ull << 40) ? hist->turn_bytes : 1ull << 40;
+	return hist->turn_at + KEEP_HOLD_MS + (int64_t)(bytes / KEEP_MIN_RATE) * 1000;
+}
+
+/* Kept past the settle time, by what it is doing or has shown it does. A
+ * stream's bytes count whichever way they go: a WebSocket's client that
+ * speaks to a quiet server keeps it. */
+static enum keep_rule kept_beyond_settle(const struct keep *hist, int64_t now)
+{
+	if ((hist->stream || hist->turns >= 2) && now - hist->last < KEEP_HOLD_MS)
 		return KEEP_STREAM;
+	if (hist->last_up > hist->last_down)
+		return now < awaiting_until(hist) ? KEEP_AWAITING : KEEP_NONE;
 	return KEEP_NONE;
 }
 
 /* A link kept by several rules is named by the one that lasts: a stream
  * that is moving a line now is a stream. */
-enum keep_rule keep_rule(const struct keep *k, bool held, int64_t now)
+enum keep_rule keep_rule(const struct keep *hist, bool unsent, int64_t now)
 {
-	enum keep_rule r = kept_beyond_settle(k, now);
-	if (r == KEEP_NONE && (held || now - k->last < KEEP_SETTLE_MS))
-		r = KEEP_MOVING;
-	return r;
+	enum keep_rule rule = kept_beyond_settle(hist, now);
+	if (rule == KEEP_NONE && (unsent || now - hist->last < KEEP_SETTLE_MS))
+		rule = KEEP_MOVING;
+	return rule;
 }
 
-int64_t keep_settles_at(const struct keep *k, bool held, int64_t now)
+int64_t keep_settles_at(const struct keep *hist, bool unsent, int64_t now)
 {
-	int64_t at = k->last + KEEP_SETTLE_MS;
-	if (held || at <= now || kept_beyond_settle(k, at) != KEEP_NONE)
+	int64_t at = hist->last + KEEP_SETTLE_MS;
+	if (unsent || at <= now || kept_beyond_settle(hist, at) != KEEP_NONE)
 		return -1;
 	return at;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "rpc/queue.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 void queue_set_cap(struct queue *q, unsigned cap)
@@ -35,6 +37,18 @@ void queue_source_of(const struct sockaddr *sa, socklen_t alen, struct queue_sou
 		/* A v4-mapped peer (a dual-stack listener) is its IPv4 address. */
 		memcpy(out->b, a->s6_addr, IN6_IS_ADDR_V4MAPPED(a) ? 16 : 8);
 	}
+}
+
+void queue_source_format(const struct queue_source *s, char *buf, size_t n)
+{
+	static const unsigned char zero[16], mapped[12] = { [10] = 0xff, [11] = 0xff };
+	char ip[INET6_ADDRSTRLEN];
+	if (!memcmp(s->b, zero, 16))
+		snprintf(buf, n, "unknown");
+	else if (!memcmp(s->b, mapped, 12))
+		snprintf(buf, n, "%s", inet_ntop(AF_INET, s->b + 12, ip, sizeof(ip)));
+	else
+		snprintf(buf, n, "%s/64", inet_ntop(AF_INET6, s->b, ip, sizeof(ip)));
 }
 
 static unsigned bucket_of(const struct queue_source *s)
@@ -75,7 +89,8 @@ static uint16_t src_new(struct queue *q, const struct queue_source *s)
 	return i;
 }
 
-/* A source with no waiter left leaves the turn's order and the table. */
+/* A source with no waiter left leaves the turn's order and the table, and
+ * passes the turn on when it has it. */
 static void src_gone(struct queue *q, uint16_t i)
 {
 	struct queue_src *src = &q->src[i];
@@ -136,7 +151,8 @@ enum queue_added queue_add(struct queue *q, const struct queue_source *s,
 		uint16_t big = q->n ? src_largest(q) : QUEUE_NONE;
 		/* Pushing out only when the newcomer's source stays smaller
 		 * than the largest: two sources never push each other out in
-		 * turn. */
+		 * turn, and the source pushed from keeps a waiter (it has at
+		 * least two), so a push never takes a source out of the turn. */
 		if (big == QUEUE_NONE || q->src[big].n <= mine + 1)
 			return QUEUE_FULL;
 		*pushed = q->place[q->src[big].last].w;
@@ -160,11 +176,13 @@ enum queue_added queue_add(struct queue *q, const struct queue_source *s,
 	return added;
 }
 
-bool queue_first(const struct queue *q, struct queue_waiter *out)
+bool queue_first(const struct queue *q, struct queue_waiter *out, struct queue_source *source)
 {
 	if (q->turn == QUEUE_NONE)
 		return false;
 	*out = q->place[q->src[q->turn].first].w;
+	if (source)
+		*source = q->src[q->turn].key;
 	return true;
 }
 
@@ -173,7 +191,28 @@ void queue_drop_first(struct queue *q)
 	uint16_t turn = q->turn;
 	if (turn == QUEUE_NONE)
 		return;
-	/* The next source's turn, unless this one leaves and takes it along. */
-	q->turn = q->src[turn].next;
+	/* The next source's turn: passed on here when this source still has
+	 * waiters, by src_gone when its last one leaves. */
+	bool stays = q->src[turn].n > 1;
 	place_unlink(q, q->src[turn].first);
+	if (stays)
+		q->turn = q->src[turn].next;
+}
+
+unsigned queue_waiting_from(const struct queue *q, const struct queue_source *s)
+{
+	uint16_t i = src_find(q, s);
+	return i == QUEUE_NONE ? 0 : q->src[i].n;
+}
+
+void queue_pass_turn(struct queue *q)
+{
+	if (q->turn != QUEUE_NONE)
+		q->turn = q->src[q->turn].next;
+}
+
+void queue_first_retry(struct queue *q, int64_t at)
+{
+	if (q->turn != QUEUE_NONE)
+		q->place[q->src[q->turn].first].w.retry_at = at;
 }

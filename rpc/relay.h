@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "base/err.h"
+#include "rpc/clients.h"
 
 /* Relayed connections at once, by default (the fd limit may lower it: each
  * holds RELAY_FDS_PER_CONN fds). Each also holds one of the guest agent's
@@ -62,6 +63,8 @@
 #define RELAY_IDLE_TIMEOUT_MS (15 * 60 * 1000)
 /* TCP keepalive's default, seconds (relay_keepalive): see relay_keepalive(). */
 #define RELAY_KEEPALIVE_S 60
+/* The clients holding the most links that the operator's view names. */
+#define RELAY_TOP_CLIENTS 8
 
 struct relay_opts {
 	const char *address;     /* HOST:PORT, [IPv6]:PORT or unix:PATH */
@@ -88,10 +91,16 @@ struct relay_stats {
 	uint64_t refused_share;     /* answered 503 by the gate: waiting in a full queue,
 				     * pushed out by a newcomer from a source with fewer
 				     * waiting (rpc/queue.h) */
+	uint64_t refused_over_share; /* answered 503: its client held more than its share
+				      * of the slots and none of its own links could be
+				      * taken (rpc/victim.h) */
 	uint64_t refused_resources; /* answered 503: no socket for the guest agent, or no
 				     * room to watch one (out of fds or memory) */
 	uint64_t unreachable;       /* answered 502: the guest agent could not be reached */
-	uint64_t evicted;           /* reset to make room for a newcomer */
+	uint64_t evicted;           /* idle, reset to make room for a newcomer */
+	uint64_t evicted_over_share; /* in flight (moving, awaiting, a stream), reset to
+				      * make room for a newcomer of a client within its
+				      * share: its own client held more than its share */
 	uint64_t idle_closed;       /* reset: no byte either way for the idle limit */
 	uint64_t head_timeout;      /* first head not whole within header_timeout (gate) */
 	uint64_t head_evicted;      /* first head not whole, closed to make room in the
@@ -108,6 +117,10 @@ struct relay_stats {
 	uint64_t kept_moving, kept_awaiting, kept_streams, kept_connecting;
 	unsigned slots;
 	unsigned queue; /* newcomers that may wait for a slot at once */
+	/* Clients holding links, and those holding the most (rpc/clients.h). */
+	unsigned clients;
+	size_t n_top;
+	struct clients_top top[RELAY_TOP_CLIENTS];
 };
 
 struct relay;
@@ -140,7 +153,9 @@ void relay_fit(struct relay *r, unsigned long fds);
  * the guest agent. -errno (a unix socket has none of it). */
 int relay_keepalive(const struct relay *r, int fd);
 /* Takes fd, a client connection from sa whose whole first request head is
- * in its receive buffer, unread. A free slot is taken at once; with none,
+ * in its receive buffer, unread. sa is its client: the address its PROXY
+ * header gave on a port the app declared (AF_UNSPEC when it had none),
+ * else its peer's. A free slot is taken at once; with none,
  * fd waits in the queue (rpc/queue.h: its turn shared between sources, a
  * source with fewer waiters pushing out the youngest of the source with the
  * most when the queue is full), and the relay thread evicts an idle link

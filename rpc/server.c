@@ -351,6 +351,11 @@ void rpc_server_stats(struct rpc_server *s, struct gate_stats *out)
 	gate_stats(s->gate, out);
 }
 
+void rpc_server_set_proxy(struct rpc_server *s, bool declared)
+{
+	gate_set_proxy(s->gate, declared);
+}
+
 void rpc_server_stop(struct rpc_server *s)
 {
 	if (!s)

@@ -70,5 +70,8 @@ int rpc_server_start(const struct rpc_server_opts *o, struct rpc_server **out,
 void rpc_server_stop(struct rpc_server *s);
 /* What the listener closed for want of a request (rpc/gate.h); any thread. */
 void rpc_server_stats(struct rpc_server *s, struct gate_stats *out);
+/* Whether the app declared the listener's port with "pp": true, so that
+ * its connections start with a PROXY header (gate_set_proxy); any thread. */
+void rpc_server_set_proxy(struct rpc_server *s, bool declared);
 
 #endif

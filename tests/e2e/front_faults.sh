@@ -13,6 +13,8 @@
 #     pidfd_getfd) must not send that socket's events to the slot's next
 #     owner: the socket leaves the epoll set before it is closed, and the
 #     copy's reset cannot reset an innocent link;
+#   - the same when the link ends for want of the guest agent (502): the
+#     client's socket leaves the epoll set before the answer closes it;
 #   - a client that resets right after its head was routed costs the guest
 #     agent no connect (abandoned);
 #   - TCP urgent data is relayed, as urgent data, not left stalling its
@@ -92,6 +94,52 @@ if command -v ss >/dev/null && python3 -c 'import os; os.pidfd_open' 2>/dev/null
 	exec {GRAB_IN}>&- {CB_IN}>&-
 	reap 30 "$GRAB_PID"
 	reap 30 "$CB_PID"
+else
+	for i in 1 2 3 4 5; do ok 0 "# SKIP needs ss and pidfd_getfd (Python 3.9, Linux 5.6)"; done
+fi
+
+# --- the same when the link ends unreachable (502) -----------------------------------------
+# One relay slot, a guest agent not there yet. The relay thread is held
+# still while A's head is routed (its socket handed to the relay's epoll
+# set) and another process takes a copy of the agent's fd for it; let go,
+# the connect is refused and A is answered 502, its socket closed by the
+# agent but kept open by the copy. The guest agent comes; B takes the slot
+# and is answered. Then A resets: had A's socket stayed in the epoll set,
+# its reset would reach B's link in the same slot.
+if command -v ss >/dev/null && python3 -c 'import os; os.pidfd_open' 2>/dev/null; then
+	NOPE=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	agent Y "$(slots_limit 1)" --relay "127.0.0.1:$NOPE" || { echo "not ok - agent Y did not start"; exit 1; }
+	piped STOPY python3 tests/lib/thread_stop.py "$Y_PID" healthd-relay
+	if [ "$(line STOPY 1)" = stopped ]; then
+		piped UA python3 "$FC" "$Y" idle /small
+		wait_for 60 relay_is Y open 1
+		a_port=$(ss -Htn state established "( dport = :$Y )" | awk '{ split($3, a, ":"); print a[2] }' | head -n1)
+		piped GRABY python3 "$FC" grab "$Y_PID" "$Y" "$a_port"
+		like "$(line GRABY 1)" '^held [0-9]+$' "another process holds a copy of the agent's fd for A's socket, handed to the relay"
+		exec {STOPY_IN}>&-
+		reap 30 "$STOPY_PID"
+		read -r a_said _ <<<"$(line UA 1)"
+		is "$a_said" answered "the guest agent not there: A is answered (502) and its socket closed"
+		wait_for 30 relay_is Y open 0
+		unpiped exec python3 "$GA" --listen "127.0.0.1:$NOPE" --ready "$T/nope.port" 2>>"$T/nope.log" &
+		PIDS+=($!)
+		wait_for 60 test -s "$T/nope.port"
+		before=$(counts Y)
+		piped UB python3 "$FC" "$Y" idle /small
+		read -r b_said _ <<<"$(line UB 1)"
+		is "$b_said" answered "the guest agent there: B takes the slot, answered"
+		exec {UA_IN}>&-
+		reap 30 "$UA_PID"
+		wait_for 30 conn_gone "$a_port"
+		echo again >&"$UB_IN"
+		is "$(line UB 2)" answered "then A resets: B's connection is untouched, its next request answered"
+		is "$(moved Y "$before")" "total+1" "/status: B's connect alone, no reset"
+		exec {GRABY_IN}>&- {UB_IN}>&-
+		reap 30 "$GRABY_PID"
+		reap 30 "$UB_PID"
+	else
+		for i in 1 2 3 4 5; do ok 0 "# SKIP the relay thread cannot be stopped alone (ptrace: root)"; done
+	fi
 else
 	for i in 1 2 3 4 5; do ok 0 "# SKIP needs ss and pidfd_getfd (Python 3.9, Linux 5.6)"; done
 fi

@@ -252,8 +252,8 @@ is "$(moved E '')" "total+5 refused_full+1 evicted+1" "/status: refused_full 1, 
 is "$(relay_field E kept_streams) $(relay_field E kept_moving) $(relay_field E kept_awaiting)" \
 	"2 0 0" "/status: at that refusal, both slots were kept as streams"
 like "$(grep 'no slot can be taken' "$T/E.log")" \
-	'warning: relay: no slot can be taken \(0 moving bytes, 0 awaiting an answer, 2 streams, 0 connecting\)' \
-	"the first 503 of a run is logged at warning, with what kept the slots"
+	'warning: relay: answered 503 to a newcomer of client 127\.0\.0\.1: no slot can be taken \(0 moving bytes, 0 awaiting an answer, 2 streams, 0 connecting\)' \
+	"the first 503 of a run is logged at warning, naming the client and what kept the slots"
 
 # --- the idle limit -------------------------------------------------------------------
 agent I - --relay "127.0.0.1:$S" --relay-idle-timeout 2 || { echo "not ok - agent I did not start"; exit 1; }

@@ -18,7 +18,11 @@
 # does (a connection quiet for 10 s between requests is closed). Then the
 # other side of the rule: two slots whose links await slow answers, then two
 # moving bytes, and each time a newcomer is answered 503, the counters
-# saying what kept them.
+# saying what kept them. Last, a client that speaks to a quiet server: a
+# WebSocket whose server never answers and an upload that moves with
+# pauses keep their slots past the minute a request awaiting its answer is
+# held from its start, and a newcomer takes the slot of a link idle since
+# its answer instead (issue 43).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/netns.sh
@@ -130,4 +134,33 @@ is "$(relay_field K refused_full) $(relay_field K kept_moving) $(relay_field K k
 	"2 2 0" "/status: refused_full 2, both slots kept as moving bytes"
 exec {STALL_IN}>&-
 reap 30 "$STALL_PID"
+
+# --- a client speaking to a quiet server keeps its hold ---------------------------------
+# Three slots: a request answered and quiet since (opened first); a
+# WebSocket whose server never answers, its client pinging every 20 s; and
+# a first request's upload moving 1 KiB a second (the stand-in reads it
+# all, answering only at its end). 75 s on, past the minute a request
+# awaiting its answer was held from its start, a newcomer takes the quiet
+# request's slot; the WebSocket and the upload are kept. Held by that
+# minute alone, both would be idle between their bytes, and the upload, the
+# youngest, reset.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+agent QS "$(slots_limit 3)" --relay "127.0.0.1:$S" || { echo "not ok - agent QS did not start"; exit 1; }
+bg_client QI "$QS" hold 1 /small --reopen 3600
+wait_for 20 grep -q answered= "$T/QI.out"
+piped QW python3 "$FC" "$QS" ws 20 quiet
+is "$(line QW 1)" upgraded "a WebSocket to a server that never answers: upgraded"
+piped QU python3 "$FC" "$QS" upload "/upload?$T/qu" 1000000 1024 1
+is "$(line QU 1)" sending "an upload of a first request, 1 KiB a second: under way"
+end=$(($(now_ms) + 75000))
+wait_for 120 eval '[ "$(now_ms)" -ge "$end" ]'
+is "$(code "$QS" /small | cut -d' ' -f1)" 200 "75 s on, a newcomer in the three slots: relayed"
+is "$(relay_field QS evicted) $(relay_field QS reset)" "1 0" "/status: one evicted, nothing reset"
+bg_end QI
+like "$(tail -n1 "$T/QI.out")" 'reset=1' "...in the slot of the request answered and quiet since ($(tail -n1 "$T/QI.out"))"
+kill -TERM "$QW_PID" "$QU_PID"
+reap 30 "$QW_PID"
+reap 30 "$QU_PID"
+like "$(tail -n1 "$T/QW.out")" 'end=open$' "...the quiet server's WebSocket kept: its client's pings count ($(tail -n1 "$T/QW.out"))"
+like "$(tail -n1 "$T/QU.out")" 'end=open$' "...the upload kept: its bytes buy it time ($(tail -n1 "$T/QU.out"))"
 done_testing

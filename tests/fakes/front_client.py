@@ -12,6 +12,14 @@ beside relay_client.py's. Every connection is to 127.0.0.1:PORT.
         EVERY seconds, each answered back by the stand-in, until SIGTERM;
         prints "pong" once the first has come, then at the end
         "pings=N pongs=N end=E"
+  front_client.py PORT ws EVERY quiet   the same with GET /ws?quiet: nothing
+        comes back; prints "upgraded" once the 101 has come, then at the end
+        "pings=N end=E"
+  front_client.py PORT upload PATH BYTES CHUNK EVERY
+        POST PATH announcing BYTES, sending CHUNK bytes of it every EVERY
+        seconds (an upload that moves, with pauses), until SIGTERM or all
+        sent; prints "sending" once the head has gone, then at the end
+        "sent=N end=E"
   front_client.py PORT urgent           POST /echo with a 6-byte body sent as
         "abc", one urgent byte "X" (MSG_OOB), "def"; prints the answer's body
         (a receiver that does not take urgent data inline reads "abcdef")
@@ -107,13 +115,41 @@ def follow(port, path):
     print("lines=%d maxgap=%.1f end=%s" % (lines, maxgap, end), flush=True)
 
 
-def ws(port, every):
+def upload(port, path, total, chunk, every):
     s = connect(port)
-    s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (path.encode(), total))
+    print("sending", flush=True)
+    stop = until_term()
+    sent, end = 0, "open"
+    s.settimeout(0.2)
+    while not stop and sent < total:
+        try:
+            s.sendall(b"u" * min(chunk, total - sent))
+        except OSError:
+            end = "reset"
+            break
+        sent += min(chunk, total - sent)
+        due = time.monotonic() + every
+        while not stop and time.monotonic() < due:
+            _, gone = recv_some(s)
+            if gone:
+                end = gone
+                break
+        if end != "open":
+            break
+    print("sent=%d end=%s" % (sent, end), flush=True)
+
+
+def ws(port, every, quiet=False):
+    s = connect(port)
+    s.sendall(b"GET /ws%s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+              % (b"?quiet" if quiet else b""))
     head, buf = read_head(s)
     if not head.startswith(b"HTTP/1.1 101"):
         print("pings=0 pongs=0 end=refused", flush=True)
         return
+    if quiet:
+        print("upgraded", flush=True)
     stop = until_term()
     pings = pongs = 0
     end = "open"
@@ -137,7 +173,10 @@ def ws(port, every):
             print("pong", flush=True)
         pongs += buf.count(b"\n")
         buf = buf[buf.rfind(b"\n") + 1:]
-    print("pings=%d pongs=%d end=%s" % (pings, pongs, end), flush=True)
+    if quiet:
+        print("pings=%d end=%s" % (pings, end), flush=True)
+    else:
+        print("pings=%d pongs=%d end=%s" % (pings, pongs, end), flush=True)
 
 
 def urgent(port):
@@ -309,7 +348,9 @@ def main():
     if what == "follow":
         follow(port, args[0])
     elif what == "ws":
-        ws(port, float(args[0]))
+        ws(port, float(args[0]), args[1:2] == ["quiet"])
+    elif what == "upload":
+        upload(port, args[0], int(args[1]), int(args[2]), float(args[3]))
     elif what == "urgent":
         urgent(port)
     elif what == "sink":

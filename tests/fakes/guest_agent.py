@@ -14,7 +14,8 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
   GET  /ws               "101 Switching Protocols", then every byte read is
                          sent back as it comes (a WebSocket's pings and pongs,
                          unparsed), with no keep-alive deadline, until the
-                         client goes
+                         client goes; /ws?quiet reads them and sends nothing
+                         back (a server that only speaks when it has news)
   POST /sink             answers a 4 MiB body at once without reading the
                          request body, then waits for the client to go (both
                          directions of a relayed connection held full)
@@ -31,6 +32,8 @@ A real HTTP/1.1 server (http.server, a thread per connection) serving:
                          its head and half its body, then, 300 ms later, a reset
                          (a guest agent that fails mid-answer)
   GET  /small            "small\n", kept alive
+  GET  /slow?S           "slow\n" after S seconds (a request the guest agent takes
+                         its time over: its link awaits the answer)
   POST /echo             the request body back (an upload echo)
   POST /upload?F         reads the body (Content-Length); writes F.got once the head
                          is in, and F.end once the body has ended: "whole N", "eof N"
@@ -117,6 +120,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.cut()
         elif path == "/small":
             self.send(200, b"small\n", "text/plain")
+        elif path == "/slow":
+            time.sleep(float(self.path.partition("?")[2] or 30))
+            self.send(200, b"slow\n", "text/plain")
         else:
             self.send(404, b"stand-in: not found", "text/plain")
 
@@ -158,12 +164,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.connection.sendall(b"HTTP/1.1 101 Switching Protocols\r\nServer: stand-in\r\n"
                                 b"Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
         self.close_connection = True
+        quiet = self.path.endswith("?quiet")
         try:
             while True:
                 b = self.connection.recv(65536)
                 if not b:
                     break
-                self.connection.sendall(b)
+                if not quiet:
+                    self.connection.sendall(b)
         except OSError:
             pass
 

@@ -35,13 +35,16 @@
         reads to the end; prints the status line, then "body=N" (the bytes
         after the head)
   relay_client.py PORT hold N PATH [--from ADDR] [--line-only] [--partial]
-                  [--reopen S] [--trickle S]
+                  [--reopen S] [--trickle S] [--proxy v1|v2] [--client ADDR]
         opens N connections (from ADDR, default 127.0.0.1), each sending
         "GET PATH HTTP/1.1" and its head (with --line-only, the request line
         and one header, no end of head; with --partial, "GET PATH" alone, no
         end of line; with --trickle, then one more byte
         every S seconds: a slowloris), and keeps them, reopening each one
-        that is closed S seconds later (default 0.2), until SIGTERM; prints
+        that is closed S seconds later (default 0.2), until SIGTERM; with
+        --proxy, each connection starts with a PROXY header of that version
+        naming ADDR (--client, default the --from address) and the
+        connection's own port as its source; prints
         "opened=N" once the first N have sent their request, "answered=N"
         once N answers have come, then "opened=N closed_by_server=N
         reset=N answered=N" at the end
@@ -276,9 +279,23 @@ def upload(port, path, n, got, go):
     print("%s %d" % (how, got))
 
 
+def proxy_header(version, client, sport, dport):
+    """A PROXY header (HAProxy's doc/proxy-protocol.txt) naming client:sport."""
+    fam = socket.AF_INET6 if ":" in client else socket.AF_INET
+    dst = "::1" if fam == socket.AF_INET6 else "127.0.0.1"
+    if version == "v1":
+        return b"PROXY %s %s %s %d %d\r\n" % (b"TCP6" if fam == socket.AF_INET6 else b"TCP4",
+                                              client.encode(), dst.encode(), sport, dport)
+    addrs = socket.inet_pton(fam, client) + socket.inet_pton(fam, dst) + struct.pack("!HH", sport, dport)
+    return (b"\r\n\r\n\x00\r\nQUIT\n" + bytes([0x21, 0x21 if fam == socket.AF_INET6 else 0x11]) +
+            struct.pack("!H", len(addrs)) + addrs)
+
+
 def hold(port, n, path, opts):
     """Many connections from one address, each holding a slot if it can."""
     src = opts[opts.index("--from") + 1] if "--from" in opts else "127.0.0.1"
+    proxy = opts[opts.index("--proxy") + 1] if "--proxy" in opts else None
+    client = opts[opts.index("--client") + 1] if "--client" in opts else src
     later = float(opts[opts.index("--reopen") + 1]) if "--reopen" in opts else 0.2
     trickle = float(opts[opts.index("--trickle") + 1]) if "--trickle" in opts else 0
     next_trickle = time.monotonic() + trickle
@@ -332,7 +349,8 @@ def hold(port, n, path, opts):
                     due.append(time.monotonic() + later)
                     continue
                 try:
-                    s.send(req)
+                    hdr = proxy_header(proxy, client, s.getsockname()[1], port) if proxy else b""
+                    s.send(hdr + req)
                 except OSError:
                     s.close()
                     due.append(time.monotonic() + later)

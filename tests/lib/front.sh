@@ -46,14 +46,14 @@ relay_field() {
 # which runs its command again each time).
 relay_is() { [ "$(relay_field "$1" "$2")" = "$3" ]; }
 # counts AGENT: every counter /status has, "KEY=N" a line: the relay's
-# (not its gauges: slots, queue, open, kept_*) and the listener's, as
-# listener_KEY.
+# (not its gauges: slots, queue, open, kept_*, clients, top_clients) and
+# the listener's, as listener_KEY.
 counts() {
 	ctl "$1" status | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 for k, v in d["relay"].items():
-    if k not in ("address", "slots", "queue", "open") and not k.startswith("kept_"):
+    if k not in ("address", "slots", "queue", "open", "clients", "top_clients") and not k.startswith("kept_"):
         print("%s=%s" % (k, v))
 for k, v in d["listener"].items():
     print("listener_%s=%s" % (k, v))'

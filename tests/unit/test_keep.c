@@ -10,15 +10,17 @@
 #include "tests/lib/tap.h"
 
 /* A link connected at 1000 ms; its bytes, "u" up from the client or "d"
- * down from the guest agent, each at a time; then the rule at `at`. */
+ * down from the guest agent, each at a time (and how many: 1 unless
+ * said); then the rule at `at`. */
 struct move {
 	char way;
 	int64_t t;
+	uint64_t bytes;
 };
 
 static const struct {
 	const char *name;
-	struct move moves[8];
+	struct move moves[10];
 	bool held;
 	int64_t at;
 	enum keep_rule want;
@@ -32,12 +34,14 @@ static const struct {
 	  -1 },
 	{ "...with bytes still in a pipe: moving however long", { { 'u', 1000 }, { 'd', 1005 } },
 	  true, 9000, KEEP_MOVING, -1 },
+	{ "...bytes in a pipe just after the answer: no time to settle (not till they go)",
+	  { { 'u', 1000 }, { 'd', 1005 } }, true, 1050, KEEP_MOVING, -1 },
 	{ "a request not answered yet: awaiting", { { 'u', 1000 } }, false, 5000, KEEP_AWAITING, -1 },
 	{ "...for 59.9 s: awaiting", { { 'u', 1000 } }, false, 60999, KEEP_AWAITING, -1 },
 	{ "...for 60 s: idle (nginx's proxy_read_timeout)", { { 'u', 1000 } }, false, 61000,
 	  KEEP_NONE, -1 },
-	{ "a body still coming after part of an answer: awaiting",
-	  { { 'u', 1000 }, { 'd', 1005 }, { 'u', 1500 } }, false, 3000, KEEP_AWAITING, -1 },
+	{ "a body coming after part of an answer (100 Continue): kept as a stream while it moves",
+	  { { 'u', 1000 }, { 'd', 1005 }, { 'u', 1500 } }, false, 3000, KEEP_STREAM, -1 },
 	{ "a body trickled a byte every 10 s: idle 60 s after its request began",
 	  { { 'u', 1000 }, { 'u', 11000 }, { 'u', 21000 }, { 'u', 31000 }, { 'u', 41000 },
 	    { 'u', 51000 }, { 'u', 61000 } },
@@ -65,13 +69,42 @@ static const struct {
 	  { { 'u', 1000 }, { 'u', 1500 }, { 'd', 1600 } }, false, 3000, KEEP_NONE, -1 },
 	{ "nothing moved since the connect (a head was relayed at once): idle after settling", { },
 	  false, 1100, KEEP_NONE, -1 },
+	{ "an upload of 1 MB, its first request, 90 s on: awaiting (a second per 500 bytes)",
+	  { { 'u', 1000, 300 }, { 'u', 30000, 500000 }, { 'u', 60000, 500000 } }, false, 91000,
+	  KEEP_AWAITING, -1 },
+	{ "...30000 bytes in it: 60 s of its own, then 60 s more: awaiting at 119 s",
+	  { { 'u', 1000, 300 }, { 'u', 30000, 29700 } }, false, 120999, KEEP_AWAITING, -1 },
+	{ "...and idle at 120 s",
+	  { { 'u', 1000, 300 }, { 'u', 30000, 29700 } }, false, 121000, KEEP_NONE, -1 },
+	{ "a body of 7 bytes trickled over a minute gets no more: idle at 60 s",
+	  { { 'u', 1000 }, { 'u', 11000 }, { 'u', 21000 }, { 'u', 31000 }, { 'u', 41000 },
+	    { 'u', 51000 }, { 'u', 60000 } },
+	  false, 61000, KEEP_NONE, -1 },
+	{ "...499 bytes in it: none either",
+	  { { 'u', 1000, 300 }, { 'u', 2000, 199 } }, false, 61000, KEEP_NONE, -1 },
+	{ "...500: a second more", { { 'u', 1000, 300 }, { 'u', 2000, 200 } }, false, 61999,
+	  KEEP_AWAITING, -1 },
+	{ "a WebSocket whose server is quiet, its client speaking every 25 s: a stream at 2 min",
+	  { { 'u', 1000 }, { 'd', 1010 }, { 'u', 26000 }, { 'u', 51000 }, { 'u', 76000 },
+	    { 'u', 101000 } },
+	  false, 120000, KEEP_STREAM, -1 },
+	{ "...its client silent for a minute since: idle",
+	  { { 'u', 1000 }, { 'd', 1010 }, { 'u', 26000 }, { 'u', 51000 }, { 'u', 76000 },
+	    { 'u', 101000 } },
+	  false, 161000, KEEP_NONE, -1 },
+	{ "the bytes of a second turn count from its start: the first turn's are not carried",
+	  { { 'u', 1000, 100000 }, { 'd', 1500 }, { 'u', 70000, 10 } }, false, 140000, KEEP_NONE,
+	  -1 },
+	{ "a kept-alive connection's second request trickled a byte a minute: held, a stream",
+	  { { 'u', 1000 }, { 'd', 1002 }, { 'u', 3000 }, { 'u', 50000 }, { 'u', 100000 } }, false,
+	  150000, KEEP_STREAM, -1 },
 };
 
 static void replay(struct keep *k, const struct move *m)
 {
 	keep_start(k, 1000);
-	for (int i = 0; i < 8 && m[i].way; i++)
-		keep_moved(k, m[i].way == 'u', m[i].t);
+	for (int i = 0; i < 10 && m[i].way; i++)
+		keep_moved(k, m[i].way == 'u', m[i].bytes ? m[i].bytes : 1, m[i].t);
 }
 
 /* fds, and what must come out: slots and queue. */
