@@ -75,10 +75,14 @@ static size_t evict_table(struct relay *r)
 	return n;
 }
 
-/* A victim found with bytes in the kernel's queues counts as unsent, and the
- * choice is made again: each time one more link is kept, never the same.
- * O(slots) a time; once an eviction (and once more for each such victim)
- * and at most once a KEEP_SETTLE_MS while newcomers wait. */
+/* A victim the table holds idle, found with bytes in the kernel's queues,
+ * counts as unsent (its row moves on from idle) and the choice is made
+ * again: each time one more link is kept, never the same, so at most once
+ * a row. A victim the table holds in flight (cut, of a client over its
+ * share) is taken whatever its queues hold, unasked: asking would change
+ * nothing of its row, and the same choice would come back for ever (the
+ * relay thread spun there, deaf to its stop). O(slots) a choice; the
+ * table is built once. */
 void evict_choose(struct relay *r, const struct queue_source *client, struct eviction *out)
 {
 	struct victim_ask ask = { .held = r->held, .clients = r->clients.cap, .now = r->now };
@@ -90,13 +94,18 @@ void evict_choose(struct relay *r, const struct queue_source *client, struct evi
 	ask.newcomer = clients_find(&r->clients, client);
 	ask.slots = r->limit;
 	pthread_mutex_unlock(&r->lock);
+	size_t n = evict_table(r);
 	for (;;) {
 		struct victim_choice c;
-		victim_choose(r->table, evict_table(r), &ask, &c);
+		victim_choose(r->table, n, &ask, &c);
 		out->victim = c.victim >= 0 ? r->table_links[c.victim] : NULL;
 		out->choice = c;
-		if (!out->victim || !link_in_kernel(r, out->victim))
+		if (!out->victim || r->table[c.victim].rule != KEEP_NONE ||
+		    !link_in_kernel(r, out->victim))
 			return;
+		struct victim_link *row = &r->table[c.victim];
+		row->rule = keep_rule(&out->victim->keep, true, r->now);
+		row->look_at = link_look_at(r, out->victim, true, row->rule);
 	}
 }
 
